@@ -1,0 +1,172 @@
+"""The embedded object store: a directory tree on local disk."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from mirror.block.errors import BlockNotFoundError, InvalidNamespaceError, InvalidRangeError
+from mirror.block.protocol import ObjectInfo
+
+__all__ = ["LocalBlockStore"]
+
+_TMP = ".lakemirror-tmp"
+_CHUNK = 1 << 20
+_ETAG_XATTR = "user.lakemirror.etag"
+
+
+def _check_key(key: str) -> None:
+    parts = key.split("/")
+    if (
+        not key
+        or key.startswith("/")
+        or any(p in ("", ".", "..") for p in parts[:-1])
+        or (parts[-1] in (".", "..", ""))
+    ):
+        raise InvalidNamespaceError(f"invalid object key {key!r}")
+
+
+class LocalBlockStore:
+    """:class:`~mirror.block.protocol.BlockStore` over a directory.
+
+    Writes go to a temporary file that is renamed (or hard-linked, for write-if-absent) into
+    place, so readers never see a partial object.
+    """
+
+    def __init__(self, root: str | Path, namespace: str | None = None) -> None:
+        self._root = Path(root).resolve()
+        self._namespace = namespace or f"local://{self._root}"
+
+    @property
+    def namespace(self) -> str:
+        """Return the namespace URI of this store."""
+        return self._namespace
+
+    @property
+    def root(self) -> Path:
+        """Return the directory holding the objects."""
+        return self._root
+
+    def _path(self, key: str) -> Path:
+        _check_key(key)
+        return self._root / key
+
+    def _write_temp(self, data: bytes | BinaryIO) -> tuple[Path, int, str]:
+        tmp_dir = self._root / _TMP
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        tmp = tmp_dir / uuid.uuid4().hex
+        md5 = hashlib.md5()
+        size = 0
+        with open(tmp, "wb") as out:
+            if isinstance(data, bytes | bytearray | memoryview):
+                out.write(data)
+                md5.update(data)
+                size = len(data)
+            else:
+                while chunk := data.read(_CHUNK):
+                    out.write(chunk)
+                    md5.update(chunk)
+                    size += len(chunk)
+        etag = md5.hexdigest()
+        with contextlib.suppress(OSError):
+            os.setxattr(tmp, _ETAG_XATTR, etag.encode())
+        return tmp, size, etag
+
+    def put(self, key: str, data: bytes | BinaryIO) -> ObjectInfo:
+        """Write ``data`` at ``key`` atomically."""
+        path = self._path(key)
+        tmp, size, etag = self._write_temp(data)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, path)
+        return ObjectInfo(key, size, etag)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Write ``data`` at ``key`` unless an object is there (atomic via hard link)."""
+        path = self._path(key)
+        if path.exists():
+            return False
+        tmp, _, _ = self._write_temp(data)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        finally:
+            tmp.unlink(missing_ok=True)
+        return True
+
+    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        """Return bytes ``[start, end)`` of the object at ``key``."""
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if start > size or (start == size and size > 0):
+                    raise InvalidRangeError(f"range start {start} beyond size {size} of {key!r}")
+                f.seek(start)
+                return f.read() if end is None else f.read(max(0, end - start))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise BlockNotFoundError(key) from None
+
+    def head(self, key: str) -> ObjectInfo:
+        """Return size and MD5 etag of the object at ``key``."""
+        path = self._path(key)
+        try:
+            size = path.stat().st_size
+            if not path.is_file():
+                raise BlockNotFoundError(key)
+        except (FileNotFoundError, NotADirectoryError):
+            raise BlockNotFoundError(key) from None
+        try:
+            etag = os.getxattr(path, _ETAG_XATTR).decode()
+        except OSError:
+            md5 = hashlib.md5()
+            with open(path, "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    md5.update(chunk)
+            etag = md5.hexdigest()
+        return ObjectInfo(key, size, etag)
+
+    def exists(self, key: str) -> bool:
+        """Return whether ``key`` holds an object."""
+        return self._path(key).is_file()
+
+    def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
+        """Yield objects under ``prefix`` after ``start_after``, in key order."""
+        yield from self._walk(self._root, "", prefix, start_after)
+
+    def _walk(self, directory: Path, rel: str, prefix: str, after: str) -> Iterator[ObjectInfo]:
+        try:
+            entries = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        named = []
+        for entry in entries:
+            if not rel and entry.name == _TMP:
+                continue
+            is_dir = entry.is_dir(follow_symlinks=False)
+            named.append((rel + entry.name + ("/" if is_dir else ""), is_dir, entry))
+        named.sort(key=lambda t: t[0])
+        for full, is_dir, entry in named:
+            if is_dir:
+                if not (full.startswith(prefix) or prefix.startswith(full)):
+                    continue
+                if full < after and not after.startswith(full):
+                    continue
+                yield from self._walk(Path(entry.path), full, prefix, after)
+            elif full.startswith(prefix) and full > after:
+                yield ObjectInfo(full, entry.stat().st_size, "")
+
+    def delete(self, key: str) -> None:
+        """Remove the object at ``key`` if present."""
+        self._path(key).unlink(missing_ok=True)
+
+    def destroy(self) -> None:
+        """Remove the whole directory tree of this store."""
+        shutil.rmtree(self._root, ignore_errors=True)

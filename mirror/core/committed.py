@@ -1,0 +1,466 @@
+"""Committed data: ranges and metaranges as immutable Parquet files under ``_lakefs/``.
+
+A commit's tree is a metarange: a sorted list of ranges, each a sorted run of ``(path, entry)``
+records. IDs are SHA-256 over the logical records, so any writer of the same records gets the
+same ID. Range boundaries depend only on keys (``hash(key) % raggedness == 0``) or a size cap
+counted from the range start, so a tree is a pure function of its records: applying a change
+rewrites only the ranges whose key span it touches and reuses every other range by ID.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import io
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mirror.block.protocol import BlockStore
+from mirror.core.ids import Encoder, MetaRangeID, RangeID
+from mirror.core.model import AddressType, Entry
+
+__all__ = [
+    "METADATA_PREFIX",
+    "ChunkingParams",
+    "CommittedStore",
+    "MetaRangeWriter",
+    "RangeInfo",
+    "TreeCursor",
+    "WriteStats",
+    "apply_changes",
+]
+
+METADATA_PREFIX = "_lakefs/"
+
+Record = tuple[str, Entry]
+Change = tuple[str, Entry | None]
+
+_RANGE_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("address", pa.string()),
+        ("address_type", pa.string()),
+        ("size", pa.int64()),
+        ("mtime", pa.int64()),
+        ("checksum", pa.string()),
+        ("content_type", pa.string()),
+        ("metadata", pa.map_(pa.string(), pa.string())),
+        ("identity", pa.string()),
+    ]
+)
+_METARANGE_SCHEMA = pa.schema(
+    [
+        ("range_id", pa.string()),
+        ("min_key", pa.string()),
+        ("max_key", pa.string()),
+        ("count", pa.int64()),
+        ("bytes", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkingParams:
+    """Where ranges split: at keys whose hash is 0 modulo ``raggedness``, or at ``max_bytes``."""
+
+    raggedness: int = 1024
+    max_bytes: int = 8 << 20
+
+    def is_boundary_key(self, key: str) -> bool:
+        """Return whether a range ends after ``key`` by the hash rule."""
+        digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % self.raggedness == 0
+
+    def ends_range(self, info: RangeInfo) -> bool:
+        """Return whether a range closed at its last key by rule (not by running out of data)."""
+        return info.bytes >= self.max_bytes or self.is_boundary_key(info.max_key)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeInfo:
+    """One range as its metarange lists it."""
+
+    id: RangeID
+    min_key: str
+    max_key: str
+    count: int
+    bytes: int
+
+
+@dataclass(slots=True)
+class WriteStats:
+    """What building a tree cost: files written and ranges read or reused."""
+
+    ranges_written: int = 0
+    metaranges_written: int = 0
+    ranges_reused: int = 0
+    ranges_read: int = 0
+    added: int = 0
+    removed: int = 0
+    changed: int = 0
+    written_keys: list[str] = field(default_factory=list)
+
+    @property
+    def files_written(self) -> int:
+        """Return the number of new files put into the object store."""
+        return self.ranges_written + self.metaranges_written
+
+    @property
+    def changes(self) -> int:
+        """Return the number of records added, removed or changed."""
+        return self.added + self.removed + self.changed
+
+
+def _estimate(key: str, entry: Entry) -> int:
+    meta = sum(len(k) + len(v) for k, v in entry.metadata.items())
+    return len(key) + len(entry.address) + len(entry.checksum) + len(entry.content_type) + meta + 48
+
+
+def range_id(records: list[Record]) -> RangeID:
+    """Return the ID of a range holding ``records``."""
+    enc = Encoder().string("range:v1").int64(len(records))
+    for key, e in records:
+        (
+            enc.string(key)
+            .string(e.address)
+            .string(e.address_type.value)
+            .int64(e.size)
+            .int64(e.mtime)
+            .string(e.checksum)
+            .string(e.content_type)
+            .string_map(e.metadata)
+        )
+    return RangeID(enc.hexdigest())
+
+
+def metarange_id(ranges: list[RangeInfo]) -> MetaRangeID:
+    """Return the ID of a metarange listing ``ranges``."""
+    enc = Encoder().string("metarange:v1").int64(len(ranges))
+    for r in ranges:
+        enc.string(r.id).string(r.min_key).string(r.max_key).int64(r.count).int64(r.bytes)
+    return MetaRangeID(enc.hexdigest())
+
+
+def _to_parquet(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+class CommittedStore:
+    """Read and write the range and metarange files of one storage namespace.
+
+    Decoded ranges and metaranges are immutable, so they are kept in a small LRU cache.
+    """
+
+    def __init__(self, block: BlockStore, cache_size: int = 256) -> None:
+        self.block = block
+        self._cache: OrderedDict[str, object] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def _cached(self, key: str) -> object | None:
+        with self._lock:
+            value = self._cache.get(key)
+            if value is not None:
+                self._cache.move_to_end(key)
+            return value
+
+    def _remember(self, key: str, value: object) -> None:
+        if self._cache_size <= 0:
+            return
+        with self._lock:
+            self._cache[key] = value
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    def write_range(self, records: list[Record], stats: WriteStats) -> RangeInfo:
+        """Write a range file for ``records`` (sorted, non-empty) unless it exists."""
+        rid = range_id(records)
+        size = sum(_estimate(k, e) for k, e in records)
+        info = RangeInfo(rid, records[0][0], records[-1][0], len(records), size)
+        table = pa.table(
+            {
+                "key": [k for k, _ in records],
+                "address": [e.address for _, e in records],
+                "address_type": [e.address_type.value for _, e in records],
+                "size": [e.size for _, e in records],
+                "mtime": [e.mtime for _, e in records],
+                "checksum": [e.checksum for _, e in records],
+                "content_type": [e.content_type for _, e in records],
+                "metadata": [list(e.metadata.items()) for _, e in records],
+                "identity": [e.identity for _, e in records],
+            },
+            schema=_RANGE_SCHEMA,
+        )
+        if self.block.put_if_absent(METADATA_PREFIX + rid, _to_parquet(table)):
+            stats.ranges_written += 1
+            stats.written_keys.append(METADATA_PREFIX + rid)
+        keys = [k for k, _ in records]
+        self._remember("r:" + rid, (keys, [e for _, e in records]))
+        return info
+
+    def write_metarange(self, ranges: list[RangeInfo], stats: WriteStats) -> MetaRangeID:
+        """Write a metarange file listing ``ranges`` unless it exists; return its ID."""
+        mid = metarange_id(ranges)
+        table = pa.table(
+            {
+                "range_id": [r.id for r in ranges],
+                "min_key": [r.min_key for r in ranges],
+                "max_key": [r.max_key for r in ranges],
+                "count": [r.count for r in ranges],
+                "bytes": [r.bytes for r in ranges],
+            },
+            schema=_METARANGE_SCHEMA,
+        )
+        if self.block.put_if_absent(METADATA_PREFIX + mid, _to_parquet(table)):
+            stats.metaranges_written += 1
+            stats.written_keys.append(METADATA_PREFIX + mid)
+        self._remember("m:" + mid, list(ranges))
+        return mid
+
+    def read_metarange(self, mid: str) -> list[RangeInfo]:
+        """Return the ranges of metarange ``mid`` (``""``, the empty tree, has none)."""
+        if not mid:
+            return []
+        cached = self._cached("m:" + mid)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        table = pq.read_table(io.BytesIO(self.block.get(METADATA_PREFIX + mid)))
+        cols = table.to_pydict()
+        ranges = [
+            RangeInfo(RangeID(i), lo, hi, c, b)
+            for i, lo, hi, c, b in zip(
+                cols["range_id"],
+                cols["min_key"],
+                cols["max_key"],
+                cols["count"],
+                cols["bytes"],
+                strict=True,
+            )
+        ]
+        self._remember("m:" + mid, ranges)
+        return ranges
+
+    def read_range(self, rid: str) -> tuple[list[str], list[Entry]]:
+        """Return the sorted keys of range ``rid`` and their entries."""
+        cached = self._cached("r:" + rid)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        table = pq.read_table(io.BytesIO(self.block.get(METADATA_PREFIX + rid)))
+        cols = table.to_pydict()
+        entries = [
+            Entry(
+                address=a,
+                size=s,
+                checksum=c,
+                mtime=m,
+                content_type=ct,
+                metadata=dict(md),
+                address_type=AddressType(at),
+            )
+            for a, at, s, m, c, ct, md in zip(
+                cols["address"],
+                cols["address_type"],
+                cols["size"],
+                cols["mtime"],
+                cols["checksum"],
+                cols["content_type"],
+                cols["metadata"],
+                strict=True,
+            )
+        ]
+        value = (list(cols["key"]), entries)
+        self._remember("r:" + rid, value)
+        return value
+
+    def lookup(self, mid: str, key: str) -> Entry | None:
+        """Return the entry at ``key`` in metarange ``mid``, or ``None``."""
+        ranges = self.read_metarange(mid)
+        i = bisect.bisect_left([r.max_key for r in ranges], key)
+        if i == len(ranges) or ranges[i].min_key > key:
+            return None
+        keys, entries = self.read_range(ranges[i].id)
+        j = bisect.bisect_left(keys, key)
+        if j < len(keys) and keys[j] == key:
+            return entries[j]
+        return None
+
+    def iterate(self, mid: str, start: str = "") -> Iterator[Record]:
+        """Yield the records of metarange ``mid`` with keys ``>= start``, in order."""
+        ranges = self.read_metarange(mid)
+        first = bisect.bisect_left([r.max_key for r in ranges], start) if start else 0
+        for r in ranges[first:]:
+            keys, entries = self.read_range(r.id)
+            j = bisect.bisect_left(keys, start) if start > r.min_key else 0
+            yield from zip(keys[j:], entries[j:], strict=True)
+
+
+class MetaRangeWriter:
+    """Build a tree from sorted records and reused ranges, split by :class:`ChunkingParams`."""
+
+    def __init__(self, store: CommittedStore, params: ChunkingParams, stats: WriteStats) -> None:
+        self._store = store
+        self._params = params
+        self.stats = stats
+        self._ranges: list[RangeInfo] = []
+        self._buf: list[Record] = []
+        self._buf_bytes = 0
+
+    @property
+    def at_boundary(self) -> bool:
+        """Return whether no range is open, so an existing range may be appended whole."""
+        return not self._buf
+
+    def add(self, key: str, entry: Entry) -> None:
+        """Append one record; keys must strictly increase."""
+        self._buf.append((key, entry))
+        self._buf_bytes += _estimate(key, entry)
+        if self._buf_bytes >= self._params.max_bytes or self._params.is_boundary_key(key):
+            self._flush()
+
+    def add_range(self, info: RangeInfo) -> None:
+        """Append an existing range unchanged; only allowed at a boundary."""
+        if self._buf:
+            raise AssertionError("add_range with an open range")
+        self._ranges.append(info)
+        self.stats.ranges_reused += 1
+
+    def _flush(self) -> None:
+        if self._buf:
+            self._ranges.append(self._store.write_range(self._buf, self.stats))
+            self._buf = []
+            self._buf_bytes = 0
+
+    def close(self) -> MetaRangeID:
+        """Write the last range and the metarange; return the metarange ID."""
+        self._flush()
+        return self._store.write_metarange(self._ranges, self.stats)
+
+
+class _Peekable:
+    __slots__ = ("_head", "_it")
+
+    def __init__(self, it: Iterable[Change]) -> None:
+        self._it = iter(it)
+        self._head: Change | None = next(self._it, None)
+
+    def peek(self) -> Change | None:
+        return self._head
+
+    def pop(self) -> Change:
+        head = self._head
+        assert head is not None
+        self._head = next(self._it, None)
+        return head
+
+
+def apply_changes(
+    store: CommittedStore,
+    params: ChunkingParams,
+    base: str,
+    changes: Iterable[Change],
+    stats: WriteStats | None = None,
+) -> tuple[MetaRangeID, WriteStats]:
+    """Apply sorted ``changes`` (``None`` deletes) onto tree ``base``; return the new tree.
+
+    A change whose entry has the same identity as the base record keeps the base record.
+    Ranges with no change in their key span are reused unread whenever the writer is at a
+    boundary, which is the case after every range that ended by rule.
+    """
+    stats = stats or WriteStats()
+    writer = MetaRangeWriter(store, params, stats)
+    pending = _Peekable(changes)
+    ranges = store.read_metarange(base)
+    for i, r in enumerate(ranges):
+        nxt = pending.peek()
+        touched = nxt is not None and nxt[0] <= r.max_key
+        last = i == len(ranges) - 1
+        if (
+            not touched
+            and writer.at_boundary
+            and (params.ends_range(r) or (last and pending.peek() is None))
+        ):
+            writer.add_range(r)
+            continue
+        keys, entries = store.read_range(r.id)
+        stats.ranges_read += 1
+        for key, entry in zip(keys, entries, strict=True):
+            while (c := pending.peek()) is not None and c[0] < key:
+                pending.pop()
+                if c[1] is not None:
+                    writer.add(c[0], c[1])
+                    stats.added += 1
+            c = pending.peek()
+            if c is not None and c[0] == key:
+                pending.pop()
+                if c[1] is None:
+                    stats.removed += 1
+                    continue
+                if c[1].identity != entry.identity:
+                    writer.add(key, c[1])
+                    stats.changed += 1
+                    continue
+            writer.add(key, entry)
+        while (c := pending.peek()) is not None and c[0] <= r.max_key:
+            pending.pop()
+            if c[1] is not None:
+                writer.add(c[0], c[1])
+                stats.added += 1
+    while (c := pending.peek()) is not None:
+        pending.pop()
+        if c[1] is not None:
+            writer.add(c[0], c[1])
+            stats.added += 1
+    return writer.close(), stats
+
+
+class TreeCursor:
+    """Walk a tree record by record, able to skip whole ranges at range starts (for diffs)."""
+
+    def __init__(self, store: CommittedStore, mid: str, stats: WriteStats | None = None) -> None:
+        self._store = store
+        self._ranges = store.read_metarange(mid)
+        self._ri = 0
+        self._keys: list[str] | None = None
+        self._entries: list[Entry] = []
+        self._pos = 0
+        self._stats = stats
+
+    def range_start(self) -> RangeInfo | None:
+        """Return the next range if the cursor sits at its start, else ``None``."""
+        if self._keys is None and self._ri < len(self._ranges):
+            return self._ranges[self._ri]
+        return None
+
+    def skip_range(self) -> None:
+        """Skip the range the cursor sits at the start of, without reading it."""
+        self._ri += 1
+
+    def peek(self) -> Record | None:
+        """Return the next record without consuming it, or ``None`` at the end."""
+        while True:
+            if self._keys is None:
+                if self._ri >= len(self._ranges):
+                    return None
+                self._keys, self._entries = self._store.read_range(self._ranges[self._ri].id)
+                self._pos = 0
+                if self._stats is not None:
+                    self._stats.ranges_read += 1
+            if self._pos < len(self._keys):
+                return self._keys[self._pos], self._entries[self._pos]
+            self._keys = None
+            self._ri += 1
+
+    def advance(self) -> None:
+        """Consume the record returned by :meth:`peek`."""
+        self._pos += 1
+        if self._keys is not None and self._pos >= len(self._keys):
+            self._keys = None
+            self._ri += 1
