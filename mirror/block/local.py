@@ -26,17 +26,28 @@ def _check_key(key: str) -> None:
     if (
         not key
         or key.startswith("/")
+        or "\x00" in key
+        or parts[0] == _TMP
         or any(p in ("", ".", "..") for p in parts[:-1])
         or (parts[-1] in (".", "..", ""))
     ):
         raise InvalidNamespaceError(f"invalid object key {key!r}")
 
 
+def _conflict(key: str) -> InvalidNamespaceError:
+    return InvalidNamespaceError(
+        f"object key {key!r} collides with an existing object or prefix: on local disk a key "
+        "cannot be both an object and a prefix of other keys"
+    )
+
+
 class LocalBlockStore:
     """:class:`~mirror.block.protocol.BlockStore` over a directory.
 
     Writes go to a temporary file that is renamed (or hard-linked, for write-if-absent) into
-    place, so readers never see a partial object.
+    place, so readers never see a partial object. Unlike S3, a key cannot hold an object while
+    other keys extend it as a prefix (``a/b`` and ``a/b/c``); such writes raise
+    :class:`InvalidNamespaceError`.
     """
 
     def __init__(self, root: str | Path, namespace: str | None = None) -> None:
@@ -63,16 +74,20 @@ class LocalBlockStore:
         tmp = tmp_dir / uuid.uuid4().hex
         md5 = hashlib.md5()
         size = 0
-        with open(tmp, "wb") as out:
-            if isinstance(data, bytes | bytearray | memoryview):
-                out.write(data)
-                md5.update(data)
-                size = len(data)
-            else:
-                while chunk := data.read(_CHUNK):
-                    out.write(chunk)
-                    md5.update(chunk)
-                    size += len(chunk)
+        try:
+            with open(tmp, "wb") as out:
+                if isinstance(data, bytes | bytearray | memoryview):
+                    out.write(data)
+                    md5.update(data)
+                    size = len(data)
+                else:
+                    while chunk := data.read(_CHUNK):
+                        out.write(chunk)
+                        md5.update(chunk)
+                        size += len(chunk)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         etag = md5.hexdigest()
         with contextlib.suppress(OSError):
             os.setxattr(tmp, _ETAG_XATTR, etag.encode())
@@ -82,21 +97,29 @@ class LocalBlockStore:
         """Write ``data`` at ``key`` atomically."""
         path = self._path(key)
         tmp, size, etag = self._write_temp(data)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, path)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+            tmp.unlink(missing_ok=True)
+            raise _conflict(key) from exc
         return ObjectInfo(key, size, etag)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         """Write ``data`` at ``key`` unless an object is there (atomic via hard link)."""
         path = self._path(key)
-        if path.exists():
+        if path.is_file():
             return False
         tmp, _, _ = self._write_temp(data)
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             os.link(tmp, path)
-        except FileExistsError:
-            return False
+        except FileExistsError as exc:
+            if path.is_file():
+                return False
+            raise _conflict(key) from exc
+        except NotADirectoryError as exc:
+            raise _conflict(key) from exc
         finally:
             tmp.unlink(missing_ok=True)
         return True
@@ -107,7 +130,7 @@ class LocalBlockStore:
         try:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
-                if start > size or (start == size and size > 0):
+                if start < 0 or start > size or (start == size and size > 0):
                     raise InvalidRangeError(f"range start {start} beyond size {size} of {key!r}")
                 f.seek(start)
                 return f.read() if end is None else f.read(max(0, end - start))
@@ -161,11 +184,17 @@ class LocalBlockStore:
                     continue
                 yield from self._walk(Path(entry.path), full, prefix, after)
             elif full.startswith(prefix) and full > after:
-                yield ObjectInfo(full, entry.stat().st_size, "")
+                try:
+                    size = entry.stat().st_size
+                except FileNotFoundError:
+                    continue
+                yield ObjectInfo(full, size, "")
 
     def delete(self, key: str) -> None:
         """Remove the object at ``key`` if present."""
-        self._path(key).unlink(missing_ok=True)
+        # a directory, or a path through a file, holds no object: nothing to delete
+        with contextlib.suppress(IsADirectoryError, NotADirectoryError):
+            self._path(key).unlink(missing_ok=True)
 
     def destroy(self) -> None:
         """Remove the whole directory tree of this store."""

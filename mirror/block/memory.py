@@ -73,7 +73,7 @@ class MemoryBlockStore:
                 body = self._objects[key]
             except KeyError:
                 raise BlockNotFoundError(key) from None
-        if start > len(body) or (start == len(body) and len(body) > 0):
+        if start < 0 or start > len(body) or (start == len(body) and len(body) > 0):
             raise InvalidRangeError(f"range start {start} beyond size {len(body)} of {key!r}")
         return body[start:end]
 
@@ -98,9 +98,9 @@ class MemoryBlockStore:
         with self._lock:
             self.requests["list"] += 1
             i = (
-                bisect.bisect_right(self._keys, max(start_after, prefix))
-                if start_after
-                else (bisect.bisect_left(self._keys, prefix))
+                bisect.bisect_right(self._keys, start_after)
+                if start_after and start_after >= prefix
+                else bisect.bisect_left(self._keys, prefix)
             )
             found = []
             for key in self._keys[i:]:

@@ -48,7 +48,7 @@ class BlockStore(Protocol):
 
         Raises:
             BlockNotFoundError: no object at ``key``.
-            InvalidRangeError: ``start`` lies beyond the object's end.
+            InvalidRangeError: ``start`` is negative or lies beyond the object's end.
         """
         ...
 

@@ -23,7 +23,12 @@ def split_namespace(namespace: str) -> tuple[str, str]:
     Raises:
         InvalidNamespaceError: the URI has no scheme or nothing after it.
     """
-    parts = urlsplit(namespace)
+    try:
+        parts = urlsplit(namespace)
+    except (TypeError, ValueError) as exc:
+        raise InvalidNamespaceError(f"storage namespace {namespace!r} is malformed: {exc}") from exc
+    if "\x00" in namespace:
+        raise InvalidNamespaceError(f"storage namespace {namespace!r} contains NUL")
     if not parts.scheme or "://" not in namespace:
         raise InvalidNamespaceError(f"storage namespace {namespace!r} is not a URI (scheme://...)")
     rest = namespace.split("://", 1)[1].rstrip("/")

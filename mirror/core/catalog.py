@@ -778,7 +778,7 @@ class Catalog:
             self.refs.set_branch_if(repo, sealed, raw)
 
         self._retry(f"seal branch {branch!r}", seal)
-        stats = WriteStats()
+        outcome: list[WriteStats] = [WriteStats()]
 
         def attempt() -> Commit:
             current, raw = self.refs.get_branch_raw(repo, branch_id)
@@ -787,10 +787,13 @@ class Catalog:
                 (p, None if isinstance(v, Tombstone) else v)
                 for p, v in self.staging.iterate(current.sealed_tokens)
             )
-            mid, _ = apply_changes(
-                self.committed(repo), self.chunking, parent.metarange_id, changes, stats
+            mid, applied = apply_changes(
+                self.committed(repo), self.chunking, parent.metarange_id, changes, WriteStats()
             )
-            if mid == parent.metarange_id and not allow_empty:
+            outcome[0] = applied
+            # compare counts, not IDs: the initial commit's empty tree has ID "", an empty tree
+            # written later has a real ID
+            if applied.changes == 0 and not allow_empty:
                 self._clear_sealed(repo, current, raw)
                 raise NoChangesError(f"no changes to commit on branch {branch!r}")
             commit = self._new_commit(
@@ -809,7 +812,8 @@ class Catalog:
                 self.staging.drop_token(token)
             return commit
 
-        return CommitResult(self._retry(f"commit on branch {branch!r}", attempt), stats)
+        commit = self._retry(f"commit on branch {branch!r}", attempt)
+        return CommitResult(commit, outcome[0])
 
     def _clear_sealed(self, repo: Repository, current: Branch, raw: bytes) -> None:
         cleared = Branch(current.id, current.commit_id, current.staging_token, ())
@@ -919,7 +923,7 @@ class Catalog:
             head = self.refs.get_commit(repo, current.commit_id)
             base, source, dest, strategy, other = make(repo, head)
             if source == base and not allow_empty:
-                raise NoChangesError(f"{what}: no changes")
+                raise NoChangesError(f"{what} into branch {branch!r}: no changes")
             store = self.committed(repo)
             if dest == base:
                 mid = MetaRangeID(source)
@@ -981,7 +985,13 @@ class Catalog:
             )
 
         return self._apply_three_way(
-            repository, destination, "merge", make, build, allow_empty=allow_empty, force=force
+            repository,
+            destination,
+            f"merge of {source!r}",
+            make,
+            build,
+            allow_empty=allow_empty,
+            force=force,
         )
 
     def _pick_parent(self, repo: Repository, commit: Commit, parent_number: int) -> Commit:
@@ -1043,7 +1053,7 @@ class Catalog:
             )
 
         return self._apply_three_way(
-            repository, branch, "revert", make, build, allow_empty=allow_empty
+            repository, branch, f"revert of {ref!r}", make, build, allow_empty=allow_empty
         )
 
     def cherry_pick(
@@ -1089,7 +1099,7 @@ class Catalog:
             )
 
         return self._apply_three_way(
-            repository, branch, "cherry-pick", make, build, allow_empty=False
+            repository, branch, f"cherry-pick of {ref!r}", make, build, allow_empty=False
         )
 
     # integrity

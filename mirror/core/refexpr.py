@@ -11,6 +11,8 @@ from mirror.core.errors import InvalidRefError
 __all__ = ["Modifier", "RefExpr", "parse_ref"]
 
 _PART = re.compile(r"(^|[~^@$])([^~^@$]*)")
+# beyond this, int() refuses the string and no history is that deep anyway
+_MAX_DIGITS = 18
 
 
 class Modifier(StrEnum):
@@ -68,6 +70,8 @@ def parse_ref(ref: str) -> RefExpr:
         elif not arg:
             steps.append((mod, 1))
         elif arg.isdigit() and arg.isascii():
+            if len(arg) > _MAX_DIGITS:
+                raise InvalidRefError(f"invalid ref {ref!r}: {sym!r} number is too large")
             steps.append((mod, int(arg)))
         else:
             raise InvalidRefError(f"invalid ref {ref!r}: {sym!r} must be followed by a number")

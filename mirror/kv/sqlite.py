@@ -42,7 +42,11 @@ class SqliteKV:
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self._path, isolation_level=None, timeout=30.0)
+            # each thread uses only its own connection, but close() runs in whichever thread
+            # calls it and must be able to close them all
+            conn = sqlite3.connect(
+                self._path, isolation_level=None, timeout=30.0, check_same_thread=False
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
