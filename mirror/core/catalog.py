@@ -763,12 +763,12 @@ class Catalog:
         branch_id = validate_branch_id(branch)
         meta = _check_metadata(metadata)
 
-        def seal() -> None:
+        def seal() -> tuple[StagingToken, ...]:
             current, raw = self.refs.get_branch_raw(repo, branch_id)
             if self.staging.is_empty(current.staging_token):
                 if not current.sealed_tokens and not allow_empty:
                     raise NoChangesError(f"no changes to commit on branch {branch!r}")
-                return
+                return current.sealed_tokens
             sealed = Branch(
                 branch_id,
                 current.commit_id,
@@ -776,25 +776,32 @@ class Catalog:
                 (current.staging_token, *current.sealed_tokens),
             )
             self.refs.set_branch_if(repo, sealed, raw)
+            return sealed.sealed_tokens
 
-        self._retry(f"seal branch {branch!r}", seal)
-        outcome: list[WriteStats] = [WriteStats()]
+        # This commit answers for the tokens sealed when it starts. Tokens sealed later belong to
+        # the commits that sealed them, so their seals never make this one start over.
+        mine = set(self._retry(f"seal branch {branch!r}", seal))
 
-        def attempt() -> Commit:
-            current, raw = self.refs.get_branch_raw(repo, branch_id)
+        def attempt() -> tuple[Commit, WriteStats]:
+            current = self.refs.get_branch(repo, branch_id)
+            # commits take the oldest sealed tokens, so what is left of ours is a suffix
+            keep = len(current.sealed_tokens)
+            while keep > 0 and current.sealed_tokens[keep - 1] in mine:
+                keep -= 1
+            taken = current.sealed_tokens[keep:]
+            if not taken and not allow_empty:
+                raise NoChangesError(f"no changes to commit on branch {branch!r}")
             parent = self.refs.get_commit(repo, current.commit_id)
             changes = (
-                (p, None if isinstance(v, Tombstone) else v)
-                for p, v in self.staging.iterate(current.sealed_tokens)
+                (p, None if isinstance(v, Tombstone) else v) for p, v in self.staging.iterate(taken)
             )
             mid, applied = apply_changes(
                 self.committed(repo), self.chunking, parent.metarange_id, changes, WriteStats()
             )
-            outcome[0] = applied
             # compare counts, not IDs: the initial commit's empty tree has ID "", an empty tree
             # written later has a real ID
             if applied.changes == 0 and not allow_empty:
-                self._clear_sealed(repo, current, raw)
+                self._release_sealed(repo, branch_id, parent.id, taken, parent.id)
                 raise NoChangesError(f"no changes to commit on branch {branch!r}")
             commit = self._new_commit(
                 committer,
@@ -806,23 +813,43 @@ class Catalog:
                 parent.generation + 1,
             )
             self.refs.add_commit(repo, commit)
-            moved = Branch(branch_id, commit.id, current.staging_token, ())
-            self.refs.set_branch_if(repo, moved, raw)
-            for token in current.sealed_tokens:
+            self._release_sealed(repo, branch_id, parent.id, taken, commit.id)
+            return commit, applied
+
+        commit, stats = self._retry(f"commit on branch {branch!r}", attempt)
+        return CommitResult(commit, stats)
+
+    def _release_sealed(
+        self,
+        repo: Repository,
+        branch_id: BranchID,
+        parent: CommitID,
+        taken: tuple[StagingToken, ...],
+        head: CommitID,
+    ) -> None:
+        """Move the branch from ``parent`` to ``head`` and drop the committed ``taken`` tokens.
+
+        Tokens sealed meanwhile stay sealed on the branch: losing the CAS to such a seal only
+        means reading the branch again.
+
+        Raises:
+            RefPreconditionFailedError: the head is no longer ``parent``, or ``taken`` is no
+                longer the oldest run of sealed tokens (another commit took them).
+        """
+        for _ in range(self._max_tries):
+            current, raw = self.refs.get_branch_raw(repo, branch_id)
+            keep = len(current.sealed_tokens) - len(taken)
+            if current.commit_id != parent or keep < 0 or current.sealed_tokens[keep:] != taken:
+                raise RefPreconditionFailedError(branch_id, parent, current.commit_id)
+            moved = Branch(branch_id, head, current.staging_token, current.sealed_tokens[:keep])
+            try:
+                self.refs.set_branch_if(repo, moved, raw)
+            except RefPreconditionFailedError:
+                continue
+            for token in taken:
                 self.staging.drop_token(token)
-            return commit
-
-        commit = self._retry(f"commit on branch {branch!r}", attempt)
-        return CommitResult(commit, outcome[0])
-
-    def _clear_sealed(self, repo: Repository, current: Branch, raw: bytes) -> None:
-        cleared = Branch(current.id, current.commit_id, current.staging_token, ())
-        try:
-            self.refs.set_branch_if(repo, cleared, raw)
-        except RefPreconditionFailedError:
             return
-        for token in current.sealed_tokens:
-            self.staging.drop_token(token)
+        raise TooManyTriesError(f"commit on branch {branch_id!r}: sealed tokens kept changing")
 
     def commit_tree(
         self,
