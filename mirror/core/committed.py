@@ -10,18 +10,20 @@ rewrites only the ranges whose key span it touches and reuses every other range 
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import io
+import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mirror.block.protocol import BlockStore
-from mirror.core.ids import Encoder, MetaRangeID, RangeID
+from mirror.core.ids import _INT64, _STRING, _STRING_MAP, MetaRangeID, RangeID
 from mirror.core.model import AddressType, Entry
 
 __all__ = [
@@ -53,6 +55,8 @@ _RANGE_SCHEMA = pa.schema(
         ("identity", pa.string()),
     ]
 )
+_RANGE_COLUMNS = [name for name in _RANGE_SCHEMA.names if name != "identity"]
+_ADDRESS_TYPES = {t.value: t for t in AddressType}
 _METARANGE_SCHEMA = pa.schema(
     [
         ("range_id", pa.string()),
@@ -73,12 +77,19 @@ class ChunkingParams:
 
     def is_boundary_key(self, key: str) -> bool:
         """Return whether a range ends after ``key`` by the hash rule."""
-        digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-        return int.from_bytes(digest, "big") % self.raggedness == 0
+        return _key_hash(key) % self.raggedness == 0
 
     def ends_range(self, info: RangeInfo) -> bool:
         """Return whether a range closed at its last key by rule (not by running out of data)."""
-        return info.bytes >= self.max_bytes or self.is_boundary_key(info.max_key)
+        return info.bytes >= self.max_bytes or _range_end_hash(info.max_key) % self.raggedness == 0
+
+
+def _key_hash(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+
+
+# Every commit asks this of each range it reuses, so the last keys of ranges are remembered.
+_range_end_hash = functools.lru_cache(maxsize=1 << 16)(_key_hash)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,33 +128,104 @@ class WriteStats:
 
 
 def _estimate(key: str, entry: Entry) -> int:
-    meta = sum(len(k) + len(v) for k, v in entry.metadata.items())
-    return len(key) + len(entry.address) + len(entry.checksum) + len(entry.content_type) + meta + 48
+    size = len(key) + len(entry.address) + len(entry.checksum) + len(entry.content_type) + 48
+    if entry.metadata:
+        size += sum(len(k) + len(v) for k, v in entry.metadata.items())
+    return size
+
+
+# The canonical encoding of :class:`~mirror.core.ids.Encoder`, built as whole byte strings: one
+# hash update per record instead of a dozen keeps range IDs affordable for large ranges.
+_INT64_HEAD = struct.Struct(">BBq")
+_SIZED_HEAD = struct.Struct(">BBBq")
+_pack_int64 = functools.partial(_INT64_HEAD.pack, _INT64, 8)
+_pack_string_head = functools.partial(_SIZED_HEAD.pack, _STRING, _INT64, 8)
+
+
+def _string(value: str) -> bytes:
+    data = value.encode()
+    return _pack_string_head(len(data)) + data
+
+
+@functools.lru_cache(maxsize=1024)
+def _common_string(value: str) -> bytes:
+    """Return :func:`_string` of a value repeated across records (address types, content types)."""
+    return _string(value)
+
+
+_EMPTY_MAP = _SIZED_HEAD.pack(_STRING_MAP, _INT64, 8, 0)
+
+
+def _string_map(values: Mapping[str, str]) -> bytes:
+    if not values:
+        return _EMPTY_MAP
+    parts = [_SIZED_HEAD.pack(_STRING_MAP, _INT64, 8, len(values))]
+    for k in sorted(values, key=str.encode):
+        parts.append(_string(k))
+        parts.append(_string(values[k]))
+    return b"".join(parts)
+
+
+def _range_digest(records: list[Record]) -> tuple[RangeID, list[str]]:
+    """Return the ID of a range holding ``records`` and each record's ``entry.identity``.
+
+    The identity hashes the same bytes as :func:`~mirror.core.ids.entry_identity`, reusing the
+    fields already encoded for the range.
+    """
+    h = hashlib.sha256(_string("range:v1") + _pack_int64(len(records)))
+    identities = []
+    for key, e in records:
+        k = key.encode()
+        a = e.address.encode()
+        c = e.checksum.encode()
+        size = _pack_int64(e.size)
+        checksum = _pack_string_head(len(c)) + c
+        content_type = _common_string(e.content_type)
+        metadata = _string_map(e.metadata)
+        h.update(
+            b"".join(
+                (
+                    _pack_string_head(len(k)),
+                    k,
+                    _pack_string_head(len(a)),
+                    a,
+                    _common_string(e.address_type),
+                    size,
+                    _pack_int64(e.mtime),
+                    checksum,
+                    content_type,
+                    metadata,
+                )
+            )
+        )
+        identity = size + checksum + metadata
+        if e.content_type:
+            identity += content_type
+        identities.append(hashlib.sha256(identity).hexdigest())
+    return RangeID(h.hexdigest()), identities
 
 
 def range_id(records: list[Record]) -> RangeID:
     """Return the ID of a range holding ``records``."""
-    enc = Encoder().string("range:v1").int64(len(records))
-    for key, e in records:
-        (
-            enc.string(key)
-            .string(e.address)
-            .string(e.address_type.value)
-            .int64(e.size)
-            .int64(e.mtime)
-            .string(e.checksum)
-            .string(e.content_type)
-            .string_map(e.metadata)
-        )
-    return RangeID(enc.hexdigest())
+    return _range_digest(records)[0]
 
 
 def metarange_id(ranges: list[RangeInfo]) -> MetaRangeID:
     """Return the ID of a metarange listing ``ranges``."""
-    enc = Encoder().string("metarange:v1").int64(len(ranges))
+    h = hashlib.sha256(_string("metarange:v1") + _pack_int64(len(ranges)))
     for r in ranges:
-        enc.string(r.id).string(r.min_key).string(r.max_key).int64(r.count).int64(r.bytes)
-    return MetaRangeID(enc.hexdigest())
+        h.update(
+            b"".join(
+                (
+                    _string(r.id),
+                    _string(r.min_key),
+                    _string(r.max_key),
+                    _pack_int64(r.count),
+                    _pack_int64(r.bytes),
+                )
+            )
+        )
+    return MetaRangeID(h.hexdigest())
 
 
 def _to_parquet(table: pa.Table) -> bytes:
@@ -180,30 +262,37 @@ class CommittedStore:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
 
-    def write_range(self, records: list[Record], stats: WriteStats) -> RangeInfo:
-        """Write a range file for ``records`` (sorted, non-empty) unless it exists."""
-        rid = range_id(records)
-        size = sum(_estimate(k, e) for k, e in records)
-        info = RangeInfo(rid, records[0][0], records[-1][0], len(records), size)
+    def write_range(
+        self, records: list[Record], stats: WriteStats, size: int | None = None
+    ) -> RangeInfo:
+        """Write a range file for ``records`` (sorted, non-empty) unless it exists.
+
+        ``size`` is the sum of the records' estimated sizes, when the caller has it already.
+        """
+        rid, identities = _range_digest(records)
+        keys = [k for k, _ in records]
+        entries = [e for _, e in records]
+        if size is None:
+            size = sum(map(_estimate, keys, entries))
+        info = RangeInfo(rid, keys[0], keys[-1], len(records), size)
         table = pa.table(
             {
-                "key": [k for k, _ in records],
-                "address": [e.address for _, e in records],
-                "address_type": [e.address_type.value for _, e in records],
-                "size": [e.size for _, e in records],
-                "mtime": [e.mtime for _, e in records],
-                "checksum": [e.checksum for _, e in records],
-                "content_type": [e.content_type for _, e in records],
-                "metadata": [list(e.metadata.items()) for _, e in records],
-                "identity": [e.identity for _, e in records],
+                "key": keys,
+                "address": [e.address for e in entries],
+                "address_type": [e.address_type for e in entries],
+                "size": [e.size for e in entries],
+                "mtime": [e.mtime for e in entries],
+                "checksum": [e.checksum for e in entries],
+                "content_type": [e.content_type for e in entries],
+                "metadata": [list(e.metadata.items()) for e in entries],
+                "identity": identities,
             },
             schema=_RANGE_SCHEMA,
         )
         if self.block.put_if_absent(METADATA_PREFIX + rid, _to_parquet(table)):
             stats.ranges_written += 1
             stats.written_keys.append(METADATA_PREFIX + rid)
-        keys = [k for k, _ in records]
-        self._remember("r:" + rid, (keys, [e for _, e in records]))
+        self._remember("r:" + rid, (keys, entries))
         return info
 
     def write_metarange(self, ranges: list[RangeInfo], stats: WriteStats) -> MetaRangeID:
@@ -232,7 +321,7 @@ class CommittedStore:
         cached = self._cached("m:" + mid)
         if cached is not None:
             return cached  # type: ignore[return-value]
-        table = pq.read_table(io.BytesIO(self.block.get(METADATA_PREFIX + mid)))
+        table = pq.read_table(io.BytesIO(self.block.get(METADATA_PREFIX + mid)), use_threads=False)
         cols = table.to_pydict()
         ranges = [
             RangeInfo(RangeID(i), lo, hi, c, b)
@@ -253,18 +342,11 @@ class CommittedStore:
         cached = self._cached("r:" + rid)
         if cached is not None:
             return cached  # type: ignore[return-value]
-        table = pq.read_table(io.BytesIO(self.block.get(METADATA_PREFIX + rid)))
-        cols = table.to_pydict()
+        data = io.BytesIO(self.block.get(METADATA_PREFIX + rid))
+        cols = pq.read_table(data, columns=_RANGE_COLUMNS, use_threads=False).to_pydict()
+        types = _ADDRESS_TYPES
         entries = [
-            Entry(
-                address=a,
-                size=s,
-                checksum=c,
-                mtime=m,
-                content_type=ct,
-                metadata=dict(md),
-                address_type=AddressType(at),
-            )
+            Entry(a, s, c, m, ct, dict(md) if md else {}, types[at])
             for a, at, s, m, c, ct, md in zip(
                 cols["address"],
                 cols["address_type"],
@@ -334,13 +416,20 @@ class MetaRangeWriter:
 
     def _flush(self) -> None:
         if self._buf:
-            self._ranges.append(self._store.write_range(self._buf, self.stats))
+            info = self._store.write_range(self._buf, self.stats, self._buf_bytes)
+            self._ranges.append(info)
             self._buf = []
             self._buf_bytes = 0
 
     def close(self) -> MetaRangeID:
-        """Write the last range and the metarange; return the metarange ID."""
+        """Write the last range and the metarange; return the metarange ID.
+
+        The empty tree is always ``""``, the tree of a repository's initial commit, so that
+        equal trees keep equal IDs.
+        """
         self._flush()
+        if not self._ranges:
+            return MetaRangeID("")
         return self._store.write_metarange(self._ranges, self.stats)
 
 

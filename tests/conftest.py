@@ -1,0 +1,91 @@
+"""Shared fixtures: a controllable clock and an in-memory repository with terse helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from mirror.core import Catalog, ChunkingParams, Commit, CommitID, ObjectStat, open_memory
+
+
+class Clock:
+    """A clock that moves only when told to; call it for the current time in seconds."""
+
+    def __init__(self, start: int = 1_700_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return float(self.now)
+
+    def tick(self, seconds: int = 1) -> int:
+        self.now += seconds
+        return self.now
+
+
+@dataclass
+class Lake:
+    """One repository in an in-memory catalog, with shortcuts for building histories."""
+
+    catalog: Catalog
+    clock: Clock
+    repo: str = "repo"
+
+    def put(self, branch: str, path: str, data: bytes, **kwargs: Any) -> ObjectStat:
+        return self.catalog.upload_object(self.repo, branch, path, data, **kwargs)
+
+    def rm(self, branch: str, path: str) -> None:
+        self.catalog.delete_object(self.repo, branch, path)
+
+    def commit(self, branch: str, message: str = "commit", **kwargs: Any) -> Commit:
+        """Commit one second after the previous commit, so every commit has its own time."""
+        self.clock.tick()
+        return self.catalog.commit(self.repo, branch, message, **kwargs).commit
+
+    def write(
+        self, branch: str, files: Mapping[str, bytes | None], message: str = "commit"
+    ) -> Commit:
+        """Upload (bytes) or delete (``None``) each path, then commit."""
+        for path, data in files.items():
+            if data is None:
+                self.rm(branch, path)
+            else:
+                self.put(branch, path, data)
+        return self.commit(branch, message)
+
+    def branch(self, name: str, source: str = "main") -> CommitID:
+        return self.catalog.create_branch(self.repo, name, source).commit_id
+
+    def head(self, branch: str) -> CommitID:
+        return self.catalog.get_branch(self.repo, branch).commit_id
+
+    def resolve(self, ref: str) -> CommitID:
+        return self.catalog.resolve_ref(self.repo, ref).commit_id
+
+    def tree(self, ref: str) -> dict[str, bytes]:
+        """Return every object at ``ref`` as path -> contents."""
+        return {
+            s.path: self.catalog.read_object(self.repo, ref, s.path)
+            for s in self.catalog.iter_objects(self.repo, ref)
+        }
+
+
+CHUNKINGS = {
+    "one-range": ChunkingParams(),
+    "ragged": ChunkingParams(raggedness=3),
+}
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture(params=sorted(CHUNKINGS))
+def lake(request: pytest.FixtureRequest, clock: Clock) -> Lake:
+    """Return a fresh repository "repo" (default branch main), once per chunking of trees."""
+    catalog = open_memory(clock=clock, chunking=CHUNKINGS[request.param])
+    catalog.create_repository("repo", "mem://repo")
+    return Lake(catalog, clock)
