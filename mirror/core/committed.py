@@ -72,7 +72,7 @@ _METARANGE_SCHEMA = pa.schema(
 class ChunkingParams:
     """Where ranges split: at keys whose hash is 0 modulo ``raggedness``, or at ``max_bytes``."""
 
-    raggedness: int = 1024
+    raggedness: int = 512
     max_bytes: int = 8 << 20
 
     def is_boundary_key(self, key: str) -> bool:
@@ -210,21 +210,24 @@ def range_id(records: list[Record]) -> RangeID:
     return _range_digest(records)[0]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _metarange_row(r: RangeInfo) -> bytes:
+    """Return the encoding of one metarange row (cached: most rows repeat across commits)."""
+    return b"".join(
+        (
+            _string(r.id),
+            _string(r.min_key),
+            _string(r.max_key),
+            _pack_int64(r.count),
+            _pack_int64(r.bytes),
+        )
+    )
+
+
 def metarange_id(ranges: list[RangeInfo]) -> MetaRangeID:
     """Return the ID of a metarange listing ``ranges``."""
     h = hashlib.sha256(_string("metarange:v1") + _pack_int64(len(ranges)))
-    for r in ranges:
-        h.update(
-            b"".join(
-                (
-                    _string(r.id),
-                    _string(r.min_key),
-                    _string(r.max_key),
-                    _pack_int64(r.count),
-                    _pack_int64(r.bytes),
-                )
-            )
-        )
+    h.update(b"".join(map(_metarange_row, ranges)))
     return MetaRangeID(h.hexdigest())
 
 
@@ -337,6 +340,15 @@ class CommittedStore:
         self._remember("m:" + mid, ranges)
         return ranges
 
+    def max_keys(self, mid: str, ranges: list[RangeInfo]) -> list[str]:
+        """Return the last key of each of ``ranges`` (those of metarange ``mid``), cached."""
+        cached = self._cached("k:" + mid)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        keys = [r.max_key for r in ranges]
+        self._remember("k:" + mid, keys)
+        return keys
+
     def read_range(self, rid: str) -> tuple[list[str], list[Entry]]:
         """Return the sorted keys of range ``rid`` and their entries."""
         cached = self._cached("r:" + rid)
@@ -365,7 +377,7 @@ class CommittedStore:
     def lookup(self, mid: str, key: str) -> Entry | None:
         """Return the entry at ``key`` in metarange ``mid``, or ``None``."""
         ranges = self.read_metarange(mid)
-        i = bisect.bisect_left([r.max_key for r in ranges], key)
+        i = bisect.bisect_left(self.max_keys(mid, ranges), key)
         if i == len(ranges) or ranges[i].min_key > key:
             return None
         keys, entries = self.read_range(ranges[i].id)
@@ -377,7 +389,7 @@ class CommittedStore:
     def iterate(self, mid: str, start: str = "") -> Iterator[Record]:
         """Yield the records of metarange ``mid`` with keys ``>= start``, in order."""
         ranges = self.read_metarange(mid)
-        first = bisect.bisect_left([r.max_key for r in ranges], start) if start else 0
+        first = bisect.bisect_left(self.max_keys(mid, ranges), start) if start else 0
         for r in ranges[first:]:
             keys, entries = self.read_range(r.id)
             j = bisect.bisect_left(keys, start) if start > r.min_key else 0
@@ -407,12 +419,12 @@ class MetaRangeWriter:
         if self._buf_bytes >= self._params.max_bytes or self._params.is_boundary_key(key):
             self._flush()
 
-    def add_range(self, info: RangeInfo) -> None:
-        """Append an existing range unchanged; only allowed at a boundary."""
+    def add_ranges(self, infos: list[RangeInfo]) -> None:
+        """Append existing ranges unchanged; only allowed at a boundary."""
         if self._buf:
-            raise AssertionError("add_range with an open range")
-        self._ranges.append(info)
-        self.stats.ranges_reused += 1
+            raise AssertionError("add_ranges with an open range")
+        self._ranges.extend(infos)
+        self.stats.ranges_reused += len(infos)
 
     def _flush(self) -> None:
         if self._buf:
@@ -467,17 +479,24 @@ def apply_changes(
     writer = MetaRangeWriter(store, params, stats)
     pending = _Peekable(changes)
     ranges = store.read_metarange(base)
-    for i, r in enumerate(ranges):
-        nxt = pending.peek()
-        touched = nxt is not None and nxt[0] <= r.max_key
-        last = i == len(ranges) - 1
-        if (
-            not touched
-            and writer.at_boundary
-            and (params.ends_range(r) or (last and pending.peek() is None))
-        ):
-            writer.add_range(r)
-            continue
+    max_keys = store.max_keys(base, ranges)
+    i = 0
+    while i < len(ranges):
+        if writer.at_boundary:
+            # every range before the first one whose span holds the next change is untouched:
+            # reuse the run whole; all but the tree's last range ended by rule
+            nxt = pending.peek()
+            j = len(ranges) if nxt is None else bisect.bisect_left(max_keys, nxt[0], i)
+            if j > i:
+                r = ranges[j - 1]
+                tail_ok = params.ends_range(r) or (j == len(ranges) and nxt is None)
+                reuse = j if tail_ok else j - 1
+                writer.add_ranges(ranges[i:reuse])
+                i = reuse
+                if i == j:
+                    continue
+        r = ranges[i]
+        i += 1
         keys, entries = store.read_range(r.id)
         stats.ranges_read += 1
         for key, entry in zip(keys, entries, strict=True):
