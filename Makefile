@@ -15,7 +15,7 @@ $(BIN)/.installed: pyproject.toml
 install: $(BIN)/.installed
 
 run: install
-	$(BIN)/lakemirror tour --data-dir $(DATA_DIR)
+	$(BIN)/lakemirror server --data-dir $(DATA_DIR)
 
 lint: install
 	$(BIN)/ruff check mirror tests bench

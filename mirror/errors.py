@@ -8,10 +8,12 @@ from __future__ import annotations
 
 __all__ = [
     "AlreadyExistsError",
+    "AuthenticationError",
     "ConflictError",
     "InvalidValueError",
     "LakeMirrorError",
     "NotFoundError",
+    "PermissionDeniedError",
     "PreconditionFailedError",
     "ReadOnlyError",
     "UnavailableError",
@@ -48,3 +50,11 @@ class ConflictError(LakeMirrorError):
 
 class UnavailableError(LakeMirrorError):
     """A backend could not serve the request now; retrying later may succeed."""
+
+
+class AuthenticationError(LakeMirrorError):
+    """The caller's credentials are missing, malformed or wrong."""
+
+
+class PermissionDeniedError(LakeMirrorError):
+    """The authenticated caller holds no policy that allows the action."""

@@ -24,6 +24,25 @@ def _parser() -> argparse.ArgumentParser:
         help="walk through the versioning core on the embedded default (SQLite + local disk)",
     )
     tour.add_argument("--data-dir", default="./lakemirror-data", help="where to keep the data")
+    server = sub.add_parser("server", help="serve the lakeFS-compatible API (/api/v1)")
+    server.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    server.add_argument("--port", type=int, default=8000, help="port to listen on")
+    server.add_argument(
+        "--data-dir",
+        default="./lakemirror-data",
+        help="where to keep the SQLite KV and local:// namespaces (created on first start)",
+    )
+    server.add_argument(
+        "--wait-for-setup",
+        action="store_true",
+        help="on first start, generate no administrator: leave it to POST /api/v1/setup_lakefs",
+    )
+    server.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="uvicorn's log level",
+    )
     return parser
 
 
@@ -32,6 +51,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "tour":
         return run_tour(args.data_dir, out=sys.stdout)
+    if args.command == "server":
+        from mirror.cli.server import run_server  # needs the `server` extra (FastAPI, uvicorn)
+
+        return run_server(
+            args.host,
+            args.port,
+            args.data_dir,
+            out=sys.stdout,
+            wait_for_setup=args.wait_for_setup,
+            log_level=args.log_level,
+        )
     return 2
 
 

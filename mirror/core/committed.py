@@ -436,12 +436,10 @@ class MetaRangeWriter:
     def close(self) -> MetaRangeID:
         """Write the last range and the metarange; return the metarange ID.
 
-        The empty tree is always ``""``, the tree of a repository's initial commit, so that
-        equal trees keep equal IDs.
+        An empty tree gets a written metarange and a real ID too; only a repository's initial
+        commit has the ID ``""`` (as in lakeFS, whose clients tell the two apart).
         """
         self._flush()
-        if not self._ranges:
-            return MetaRangeID("")
         return self._store.write_metarange(self._ranges, self.stats)
 
 

@@ -1,0 +1,51 @@
+"""Authentication and authorization in lakeFS's form: access keys, users, groups, policies."""
+
+from mirror.api.auth.builtin import ADMINS, BUILTIN_GROUPS, BUILTIN_POLICIES, READERS, WRITERS
+from mirror.api.auth.errors import (
+    AuthenticationError,
+    CredentialsNotFoundError,
+    GroupExistsError,
+    GroupNotFoundError,
+    InvalidAuthValueError,
+    PermissionDeniedError,
+    PolicyExistsError,
+    PolicyNotFoundError,
+    SetupDoneError,
+    UserExistsError,
+    UserNotFoundError,
+)
+from mirror.api.auth.model import Credential, Effect, Group, NewCredential, Policy, Statement, User
+from mirror.api.auth.permissions import Action, Permission
+from mirror.api.auth.policy import is_allowed, matches
+from mirror.api.auth.store import AuthStore
+
+__all__ = [
+    "ADMINS",
+    "BUILTIN_GROUPS",
+    "BUILTIN_POLICIES",
+    "READERS",
+    "WRITERS",
+    "Action",
+    "AuthStore",
+    "AuthenticationError",
+    "Credential",
+    "CredentialsNotFoundError",
+    "Effect",
+    "Group",
+    "GroupExistsError",
+    "GroupNotFoundError",
+    "InvalidAuthValueError",
+    "NewCredential",
+    "Permission",
+    "PermissionDeniedError",
+    "Policy",
+    "PolicyExistsError",
+    "PolicyNotFoundError",
+    "SetupDoneError",
+    "Statement",
+    "User",
+    "UserExistsError",
+    "UserNotFoundError",
+    "is_allowed",
+    "matches",
+]

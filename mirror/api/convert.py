@@ -1,0 +1,118 @@
+"""Conversions from the core's records to the wire models."""
+
+from __future__ import annotations
+
+from mirror.api.auth.model import Group, Policy, User
+from mirror.api.models import (
+    Commit,
+    Diff,
+    GroupModel,
+    ObjectStats,
+    PolicyModel,
+    Repository,
+    StatementModel,
+    UserModel,
+)
+from mirror.core.model import Commit as CoreCommit
+from mirror.core.model import DiffEntry, ObjectStat
+from mirror.core.model import Repository as CoreRepository
+
+__all__ = [
+    "commit_model",
+    "common_prefix_model",
+    "diff_model",
+    "group_model",
+    "object_model",
+    "policy_model",
+    "repository_model",
+    "user_model",
+]
+
+
+def repository_model(repo: CoreRepository) -> Repository:
+    """Return the wire form of a repository."""
+    return Repository(
+        id=repo.id,
+        creation_date=repo.creation_date,
+        default_branch=repo.default_branch,
+        storage_id="",
+        storage_namespace=repo.storage_namespace,
+        read_only=repo.read_only,
+    )
+
+
+def commit_model(commit: CoreCommit) -> Commit:
+    """Return the wire form of a commit."""
+    return Commit(
+        id=commit.id,
+        parents=list(commit.parents),
+        committer=commit.committer,
+        message=commit.message,
+        creation_date=commit.creation_date,
+        meta_range_id=commit.metarange_id,
+        metadata=dict(commit.metadata),
+        generation=commit.generation,
+        version=commit.version,
+    )
+
+
+def object_model(stat: ObjectStat, *, user_metadata: bool = True) -> ObjectStats:
+    """Return the wire form of an object."""
+    entry = stat.entry
+    return ObjectStats(
+        path=stat.path,
+        path_type="object",
+        physical_address=stat.physical_address,
+        checksum=entry.checksum,
+        size_bytes=entry.size,
+        mtime=entry.mtime,
+        metadata=dict(entry.metadata) if user_metadata else {},
+        content_type=entry.content_type,
+    )
+
+
+def common_prefix_model(path: str) -> ObjectStats:
+    """Return a ``common_prefix`` row of a listing (with the fields clients require)."""
+    return ObjectStats(
+        path=path, path_type="common_prefix", physical_address="", checksum="", mtime=0
+    )
+
+
+def diff_model(entry: DiffEntry) -> Diff:
+    """Return the wire form of one difference."""
+    side = entry.right if entry.right is not None else entry.left
+    return Diff(
+        type=entry.type.value,
+        path=entry.path,
+        path_type="object",
+        size_bytes=side.size if side is not None else None,
+    )
+
+
+def user_model(user: User) -> UserModel:
+    """Return the wire form of a user."""
+    return UserModel(
+        id=user.id,
+        creation_date=user.creation_date,
+        friendly_name=user.friendly_name,
+        email=user.email,
+    )
+
+
+def group_model(group: Group) -> GroupModel:
+    """Return the wire form of a group."""
+    return GroupModel(
+        id=group.id, name=group.id, description=group.description, creation_date=group.creation_date
+    )
+
+
+def policy_model(policy: Policy) -> PolicyModel:
+    """Return the wire form of a policy."""
+    return PolicyModel(
+        id=policy.id,
+        creation_date=policy.creation_date,
+        statement=[
+            StatementModel(effect=s.effect.value, resource=s.resource, action=list(s.actions))
+            for s in policy.statements
+        ],
+    )

@@ -1,0 +1,108 @@
+"""What every route needs: the catalog, the auth store, and the authenticated caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPBasic, HTTPBasicCredentials
+
+from mirror.api.auth.errors import AuthenticationError, PermissionDeniedError
+from mirror.api.auth.model import Policy, User
+from mirror.api.auth.permissions import Permission
+from mirror.api.auth.policy import is_allowed
+from mirror.api.auth.store import AuthStore
+from mirror.api.hidden import HiddenBranches
+from mirror.core.catalog import Catalog
+
+__all__ = [
+    "ApiState",
+    "Caller",
+    "CallerDep",
+    "StateDep",
+    "get_caller",
+    "get_state",
+]
+
+_basic = HTTPBasic(auto_error=False, description="access key ID and secret access key")
+
+
+@dataclass
+class ApiState:
+    """Everything the routes share.
+
+    Attributes:
+        catalog: The versioning core.
+        auth: Users, keys, groups and policies.
+        version: The lakeFS-compatible version reported by ``/config``.
+        local_root: Where relative ``local://`` namespaces live (``None``: not served).
+        namespace_schemes: The namespace schemes new repositories may use.
+        hidden: Hidden-branch marks.
+    """
+
+    catalog: Catalog
+    auth: AuthStore
+    version: str
+    local_root: Path | None = None
+    namespace_schemes: frozenset[str] = frozenset({"local"})
+    hidden: HiddenBranches = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.hidden = HiddenBranches(self.catalog.kv)
+
+
+def get_state(request: Request) -> ApiState:
+    """Return the shared state of the app serving ``request``."""
+    state: ApiState = request.app.state.api
+    return state
+
+
+StateDep = Annotated[ApiState, Depends(get_state)]
+
+
+class Caller:
+    """The authenticated user of a request, and its authorization checks."""
+
+    def __init__(self, auth: AuthStore, user: User) -> None:
+        self.auth = auth
+        self.user = user
+        self._policies: list[Policy] | None = None
+
+    @property
+    def id(self) -> str:
+        """Return the user's ID."""
+        return self.user.id
+
+    def require(self, *permissions: Permission) -> None:
+        """Return if the user's policies allow every permission.
+
+        Raises:
+            PermissionDeniedError: some permission is not granted; the message names it.
+        """
+        if self._policies is None:
+            self._policies = list(self.auth.list_user_policies(self.user.id, effective=True))
+        for p in permissions:
+            if not is_allowed(self._policies, [p], self.user.id):
+                raise PermissionDeniedError(
+                    f"insufficient permissions: user {self.user.id!r} may not {p.action} "
+                    f"on {p.resource}"
+                )
+
+
+def get_caller(
+    state: StateDep, credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)]
+) -> Caller:
+    """Authenticate the request's HTTP Basic credentials.
+
+    Raises:
+        AuthenticationError: no credentials, or wrong ones.
+    """
+    if credentials is None:
+        raise AuthenticationError("error authenticating request: no credentials (HTTP Basic)")
+    user = state.auth.authenticate(credentials.username, credentials.password)
+    return Caller(state.auth, user)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -1,0 +1,1 @@
+"""The routers of ``/api/v1``, one per area of lakeFS's API."""

@@ -1,0 +1,416 @@
+"""lakeFS's ``/auth`` API: users, access keys, groups, memberships, policies; and ``/user``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from mirror.api.auth.model import Policy
+from mirror.api.auth.permissions import (
+    ALL_RESOURCES,
+    Action,
+    Permission,
+    group_arn,
+    policy_arn,
+    user_arn,
+)
+from mirror.api.auth.policy import validate_statement
+from mirror.api.convert import group_model, policy_model, user_model
+from mirror.api.deps import CallerDep, StateDep
+from mirror.api.models import (
+    CredentialsList,
+    CredentialsModel,
+    CredentialsWithSecret,
+    CurrentUser,
+    GroupCreation,
+    GroupList,
+    GroupModel,
+    PolicyList,
+    PolicyModel,
+    UserCreation,
+    UserList,
+    UserModel,
+)
+from mirror.api.paging import page
+from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
+from mirror.errors import InvalidValueError
+
+__all__ = ["router"]
+
+router = APIRouter(route_class=LakeFSRoute, tags=["auth"])
+
+_USER = "/auth/users/{userId}"
+_GROUP = "/auth/groups/{groupId}"
+_POLICY = "/auth/policies/{policyId}"
+
+
+def _no_content() -> Response:
+    return Response(status_code=204)
+
+
+def _created() -> Response:
+    return Response(status_code=201)
+
+
+@router.get("/user", response_model=CurrentUser)
+def get_current_user(caller: CallerDep) -> CurrentUser:
+    """Return the user who signed the request."""
+    return CurrentUser(user=user_model(caller.user))
+
+
+# users
+
+
+@router.get("/auth/users", response_model=UserList)
+def list_users(
+    state: StateDep,
+    caller: CallerDep,
+    prefix: PrefixQuery = "",
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+) -> UserList:
+    """List users by ID."""
+    caller.require(Permission(Action.LIST_USERS, ALL_RESOURCES))
+    users, pagination = page(state.auth.list_users(prefix, after), amount, lambda u: u.id)
+    return UserList(pagination=pagination, results=[user_model(u) for u in users])
+
+
+@router.post("/auth/users", status_code=201, response_model=UserModel)
+def create_user(body: UserCreation, state: StateDep, caller: CallerDep) -> UserModel:
+    """Create a user (without access keys; create those separately)."""
+    caller.require(Permission(Action.CREATE_USER, user_arn(body.id)))
+    return user_model(state.auth.create_user(body.id))
+
+
+@router.get(_USER, response_model=UserModel)
+def get_user(userId: str, state: StateDep, caller: CallerDep) -> UserModel:
+    """Return a user."""
+    caller.require(Permission(Action.READ_USER, user_arn(userId)))
+    return user_model(state.auth.get_user(userId))
+
+
+@router.delete(_USER, status_code=204, response_class=Response)
+def delete_user(userId: str, state: StateDep, caller: CallerDep) -> Response:
+    """Delete a user with its access keys, memberships and attachments."""
+    caller.require(Permission(Action.DELETE_USER, user_arn(userId)))
+    state.auth.delete_user(userId)
+    return _no_content()
+
+
+@router.get(_USER + "/groups", response_model=GroupList)
+def list_user_groups(
+    userId: str,
+    state: StateDep,
+    caller: CallerDep,
+    prefix: PrefixQuery = "",
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+) -> GroupList:
+    """List the groups a user belongs to."""
+    caller.require(Permission(Action.READ_USER, user_arn(userId)))
+    groups, pagination = page(
+        state.auth.list_user_groups(userId, prefix, after), amount, lambda g: g.id
+    )
+    return GroupList(pagination=pagination, results=[group_model(g) for g in groups])
+
+
+@router.get(_USER + "/policies", response_model=PolicyList)
+def list_user_policies(
+    userId: str,
+    state: StateDep,
+    caller: CallerDep,
+    prefix: PrefixQuery = "",
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+    effective: bool = False,
+) -> PolicyList:
+    """List the policies attached to a user (``effective``: also through its groups)."""
+    caller.require(Permission(Action.READ_USER, user_arn(userId)))
+    policies, pagination = page(
+        state.auth.list_user_policies(userId, effective=effective, prefix=prefix, after=after),
+        amount,
+        lambda p: p.id,
+    )
+    return PolicyList(pagination=pagination, results=[policy_model(p) for p in policies])
+
+
+@router.put(_USER + "/policies/{policyId}", status_code=201, response_class=Response)
+def attach_policy_to_user(
+    userId: str,
+    policyId: str,
+    state: StateDep,
+    caller: CallerDep,
+) -> Response:
+    """Attach a policy to a user."""
+    caller.require(Permission(Action.ATTACH_POLICY, user_arn(userId)))
+    state.auth.attach_user_policy(userId, policyId)
+    return _created()
+
+
+@router.delete(_USER + "/policies/{policyId}", status_code=204, response_class=Response)
+def detach_policy_from_user(
+    userId: str,
+    policyId: str,
+    state: StateDep,
+    caller: CallerDep,
+) -> Response:
+    """Detach a policy from a user."""
+    caller.require(Permission(Action.DETACH_POLICY, user_arn(userId)))
+    state.auth.detach_user_policy(userId, policyId)
+    return _no_content()
+
+
+# credentials
+
+
+@router.get(_USER + "/credentials", response_model=CredentialsList)
+def list_user_credentials(
+    userId: str,
+    state: StateDep,
+    caller: CallerDep,
+    prefix: PrefixQuery = "",
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+) -> CredentialsList:
+    """List a user's access keys (never their secrets)."""
+    caller.require(Permission(Action.LIST_CREDENTIALS, user_arn(userId)))
+    creds, pagination = page(
+        state.auth.list_credentials(userId, prefix, after), amount, lambda c: c.access_key_id
+    )
+    return CredentialsList(
+        pagination=pagination,
+        results=[
+            CredentialsModel(access_key_id=c.access_key_id, creation_date=c.creation_date)
+            for c in creds
+        ],
+    )
+
+
+@router.post(_USER + "/credentials", status_code=201, response_model=CredentialsWithSecret)
+def create_credentials(
+    userId: str,
+    state: StateDep,
+    caller: CallerDep,
+) -> CredentialsWithSecret:
+    """Create an access key; its secret is in this response and nowhere else, ever."""
+    caller.require(Permission(Action.CREATE_CREDENTIALS, user_arn(userId)))
+    created = state.auth.create_credentials(userId)
+    return CredentialsWithSecret(
+        access_key_id=created.access_key_id,
+        secret_access_key=created.secret_access_key,
+        creation_date=created.creation_date,
+    )
+
+
+@router.get(_USER + "/credentials/{accessKeyId}", response_model=CredentialsModel)
+def get_credentials(
+    userId: str,
+    accessKeyId: str,
+    state: StateDep,
+    caller: CallerDep,
+) -> CredentialsModel:
+    """Return one of a user's access keys (without its secret)."""
+    caller.require(Permission(Action.READ_CREDENTIALS, user_arn(userId)))
+    cred = state.auth.get_credentials(userId, accessKeyId)
+    return CredentialsModel(access_key_id=cred.access_key_id, creation_date=cred.creation_date)
+
+
+@router.delete(_USER + "/credentials/{accessKeyId}", status_code=204, response_class=Response)
+def delete_credentials(
+    userId: str,
+    accessKeyId: str,
+    state: StateDep,
+    caller: CallerDep,
+) -> Response:
+    """Delete one of a user's access keys."""
+    caller.require(Permission(Action.DELETE_CREDENTIALS, user_arn(userId)))
+    state.auth.delete_credentials(userId, accessKeyId)
+    return _no_content()
+
+
+# groups
+
+
+@router.get("/auth/groups", response_model=GroupList)
+def list_groups(
+    state: StateDep,
+    caller: CallerDep,
+    prefix: PrefixQuery = "",
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+) -> GroupList:
+    """List groups by ID."""
+    caller.require(Permission(Action.LIST_GROUPS, ALL_RESOURCES))
+    groups, pagination = page(state.auth.list_groups(prefix, after), amount, lambda g: g.id)
+    return GroupList(pagination=pagination, results=[group_model(g) for g in groups])
+
+
+@router.post("/auth/groups", status_code=201, response_model=GroupModel)
+def create_group(
+    state: StateDep, caller: CallerDep, body: GroupCreation | None = None
+) -> GroupModel:
+    """Create a group."""
+    if body is None:
+        raise InvalidValueError("create group: the body needs an id")
+    caller.require(Permission(Action.CREATE_GROUP, group_arn(body.id)))
+    return group_model(state.auth.create_group(body.id, body.description))
+
+
+@router.get(_GROUP, response_model=GroupModel)
+def get_group(groupId: str, state: StateDep, caller: CallerDep) -> GroupModel:
+    """Return a group."""
+    caller.require(Permission(Action.READ_GROUP, group_arn(groupId)))
+    return group_model(state.auth.get_group(groupId))
+
+
+@router.delete(_GROUP, status_code=204, response_class=Response)
+def delete_group(groupId: str, state: StateDep, caller: CallerDep) -> Response:
+    """Delete a group with its memberships and attachments."""
+    caller.require(Permission(Action.DELETE_GROUP, group_arn(groupId)))
+    state.auth.delete_group(groupId)
+    return _no_content()
+
+
+@router.get(_GROUP + "/members", response_model=UserList)
+def list_group_members(
+    groupId: str,
+    state: StateDep,
+    caller: CallerDep,
+    prefix: PrefixQuery = "",
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+) -> UserList:
+    """List the members of a group."""
+    caller.require(Permission(Action.READ_GROUP, group_arn(groupId)))
+    users, pagination = page(
+        state.auth.list_members(groupId, prefix, after), amount, lambda u: u.id
+    )
+    return UserList(pagination=pagination, results=[user_model(u) for u in users])
+
+
+@router.put(_GROUP + "/members/{userId}", status_code=201, response_class=Response)
+def add_group_membership(
+    groupId: str,
+    userId: str,
+    state: StateDep,
+    caller: CallerDep,
+) -> Response:
+    """Add a user to a group."""
+    caller.require(Permission(Action.ADD_GROUP_MEMBER, group_arn(groupId)))
+    state.auth.add_member(groupId, userId)
+    return _created()
+
+
+@router.delete(_GROUP + "/members/{userId}", status_code=204, response_class=Response)
+def delete_group_membership(
+    groupId: str,
+    userId: str,
+    state: StateDep,
+    caller: CallerDep,
+) -> Response:
+    """Remove a user from a group."""
+    caller.require(Permission(Action.REMOVE_GROUP_MEMBER, group_arn(groupId)))
+    state.auth.remove_member(groupId, userId)
+    return _no_content()
+
+
+@router.get(_GROUP + "/policies", response_model=PolicyList)
+def list_group_policies(
+    groupId: str,
+    state: StateDep,
+    caller: CallerDep,
+    prefix: PrefixQuery = "",
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+) -> PolicyList:
+    """List the policies attached to a group."""
+    caller.require(Permission(Action.READ_GROUP, group_arn(groupId)))
+    policies, pagination = page(
+        state.auth.list_group_policies(groupId, prefix, after), amount, lambda p: p.id
+    )
+    return PolicyList(pagination=pagination, results=[policy_model(p) for p in policies])
+
+
+@router.put(_GROUP + "/policies/{policyId}", status_code=201, response_class=Response)
+def attach_policy_to_group(
+    groupId: str,
+    policyId: str,
+    state: StateDep,
+    caller: CallerDep,
+) -> Response:
+    """Attach a policy to a group."""
+    caller.require(Permission(Action.ATTACH_POLICY, group_arn(groupId)))
+    state.auth.attach_group_policy(groupId, policyId)
+    return _created()
+
+
+@router.delete(_GROUP + "/policies/{policyId}", status_code=204, response_class=Response)
+def detach_policy_from_group(
+    groupId: str,
+    policyId: str,
+    state: StateDep,
+    caller: CallerDep,
+) -> Response:
+    """Detach a policy from a group."""
+    caller.require(Permission(Action.DETACH_POLICY, group_arn(groupId)))
+    state.auth.detach_group_policy(groupId, policyId)
+    return _no_content()
+
+
+# policies
+
+
+def _policy(policy_id: str, body: PolicyModel, creation_date: int) -> Policy:
+    statements = tuple(validate_statement(s.effect, s.action, s.resource) for s in body.statement)
+    return Policy(policy_id, creation_date, statements)
+
+
+@router.get("/auth/policies", response_model=PolicyList)
+def list_policies(
+    state: StateDep,
+    caller: CallerDep,
+    prefix: PrefixQuery = "",
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+) -> PolicyList:
+    """List policies by ID."""
+    caller.require(Permission(Action.LIST_POLICIES, ALL_RESOURCES))
+    policies, pagination = page(state.auth.list_policies(prefix, after), amount, lambda p: p.id)
+    return PolicyList(pagination=pagination, results=[policy_model(p) for p in policies])
+
+
+@router.post("/auth/policies", status_code=201, response_model=PolicyModel)
+def create_policy(body: PolicyModel, state: StateDep, caller: CallerDep) -> PolicyModel:
+    """Create a policy."""
+    caller.require(Permission(Action.CREATE_POLICY, policy_arn(body.id)))
+    created = state.auth.create_policy(_policy(body.id, body, state.auth.now()))
+    return policy_model(created)
+
+
+@router.get(_POLICY, response_model=PolicyModel)
+def get_policy(policyId: str, state: StateDep, caller: CallerDep) -> PolicyModel:
+    """Return a policy."""
+    caller.require(Permission(Action.READ_POLICY, policy_arn(policyId)))
+    return policy_model(state.auth.get_policy(policyId))
+
+
+@router.put(_POLICY, response_model=PolicyModel)
+def update_policy(
+    policyId: str,
+    body: PolicyModel,
+    state: StateDep,
+    caller: CallerDep,
+) -> PolicyModel:
+    """Replace a policy's statements."""
+    caller.require(Permission(Action.UPDATE_POLICY, policy_arn(policyId)))
+    if body.id != policyId:
+        raise InvalidValueError(f"policy ID {body.id!r} does not match the path's {policyId!r}")
+    updated = _policy(policyId, body, 0)
+    return policy_model(state.auth.update_policy(policyId, updated.statements))
+
+
+@router.delete(_POLICY, status_code=204, response_class=Response)
+def delete_policy(policyId: str, state: StateDep, caller: CallerDep) -> Response:
+    """Delete a policy and detach it everywhere."""
+    caller.require(Permission(Action.DELETE_POLICY, policy_arn(policyId)))
+    state.auth.delete_policy(policyId)
+    return _no_content()

@@ -1,0 +1,97 @@
+"""Server configuration, first-time setup, and the health check of lakeFS's API."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from mirror import __version__
+from mirror.api.deps import ApiState, CallerDep, StateDep
+from mirror.api.models import (
+    Config,
+    CredentialsWithSecret,
+    Setup,
+    SetupState,
+    StorageConfig,
+    VersionConfig,
+)
+from mirror.api.routing import LakeFSRoute
+
+__all__ = ["router", "storage_config", "version_config"]
+
+router = APIRouter(route_class=LakeFSRoute, tags=["config"])
+
+
+def version_config(state: ApiState) -> VersionConfig:
+    """Return the version block of ``/config``."""
+    return VersionConfig(version=state.version, version_context=f"lakemirror {__version__}")
+
+
+def storage_config(state: ApiState) -> StorageConfig:
+    """Return the storage block of ``/config`` (no pre-signed URLs: clients upload directly)."""
+    schemes = sorted(state.namespace_schemes)
+    regex = "^(" + "|".join(schemes) + ")://"
+    return StorageConfig(
+        blockstore_type="local" if schemes == ["local"] else schemes[0],
+        blockstore_namespace_example=f"{schemes[0]}://example-repo",
+        blockstore_namespace_ValidityRegex=regex,
+        default_namespace_prefix="",
+        pre_sign_support=False,
+        pre_sign_support_ui=False,
+        import_support=False,
+        import_validity_regex=regex,
+        pre_sign_multipart_upload=False,
+        blockstore_id="",
+        blockstore_description="",
+    )
+
+
+@router.get("/config", response_model=Config)
+def get_config(state: StateDep, caller: CallerDep) -> Config:
+    """Return the server's version and storage configuration."""
+    storage = storage_config(state)
+    return Config(
+        version_config=version_config(state),
+        storage_config=storage,
+        storage_config_list=[storage],
+    )
+
+
+@router.get("/config/version", response_model=VersionConfig)
+def get_version(state: StateDep, caller: CallerDep) -> VersionConfig:
+    """Return the server's version."""
+    return version_config(state)
+
+
+@router.get("/config/storage", response_model=StorageConfig)
+def get_storage_config(state: StateDep, caller: CallerDep) -> StorageConfig:
+    """Return the server's storage configuration."""
+    return storage_config(state)
+
+
+@router.get("/healthcheck", status_code=204, response_class=Response)
+def health_check() -> Response:
+    """Answer 204 while the server runs (no authentication)."""
+    return Response(status_code=204)
+
+
+@router.get("/setup_lakefs", response_model=SetupState)
+def get_setup_state(state: StateDep) -> SetupState:
+    """Return whether the installation has its first administrator (no authentication)."""
+    initialized = state.auth.is_initialized()
+    return SetupState(state="initialized" if initialized else "not_initialized")
+
+
+@router.post("/setup_lakefs", response_model=CredentialsWithSecret)
+def setup(body: Setup, state: StateDep) -> CredentialsWithSecret:
+    """Create the first administrator and its access key (once; 409 afterwards)."""
+    key = body.key
+    created = state.auth.setup(
+        body.username,
+        key.access_key_id if key else None,
+        key.secret_access_key if key else None,
+    )
+    return CredentialsWithSecret(
+        access_key_id=created.access_key_id,
+        secret_access_key=created.secret_access_key,
+        creation_date=created.creation_date,
+    )

@@ -1,0 +1,341 @@
+"""Objects: raw upload, download with ranges, HEAD, stat, listing, delete, bulk delete, copy."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import time
+from tempfile import SpooledTemporaryFile
+from typing import Annotated, BinaryIO, cast
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from mirror.api.auth.permissions import Action, Permission, object_arn, repository_arn
+from mirror.api.convert import common_prefix_model, object_model
+from mirror.api.deps import CallerDep, StateDep
+from mirror.api.errors import error_response
+from mirror.api.models import (
+    ObjectCopyCreation,
+    ObjectErrorList,
+    ObjectStats,
+    ObjectStatsList,
+    Pagination,
+    PathList,
+)
+from mirror.api.paging import MAX_PER_PAGE, page_size
+from mirror.api.routing import (
+    AfterQuery,
+    AmountQuery,
+    DelimiterQuery,
+    LakeFSRoute,
+    PrefixQuery,
+)
+from mirror.api.streams import CHUNK, BlockReader, iter_block, parse_range
+from mirror.block.errors import InvalidRangeError
+from mirror.core.catalog import Catalog
+from mirror.core.errors import ObjectNotFoundError, RepositoryReadOnlyError
+from mirror.core.model import Entry, ObjectStat
+from mirror.core.validate import validate_path
+from mirror.errors import InvalidValueError, PreconditionFailedError
+
+__all__ = ["router"]
+
+router = APIRouter(route_class=LakeFSRoute, tags=["objects"])
+
+_BRANCH = "/repositories/{repository}/branches/{branch}"
+_REF = "/repositories/{repository}/refs/{ref}"
+_META = "x-lakefs-meta-"
+_SPOOL_IN_MEMORY = 8 << 20
+_MAX_BULK = 1000
+
+PathQuery = Annotated[str, Query(description="the object's path")]
+_BYTES = {
+    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+}
+
+
+def _check_writable(
+    catalog: Catalog, repository: str, branch: str, path: str, exclusive: bool
+) -> None:
+    repo = catalog.get_repository(repository)
+    if repo.read_only:
+        raise RepositoryReadOnlyError(repo.id)
+    validate_path(path)
+    catalog.get_branch(repository, branch)
+    if exclusive:
+        try:
+            catalog.stat_object(repository, branch, path)
+        except ObjectNotFoundError:
+            return
+        raise PreconditionFailedError(f"object {path!r} already exists on branch {branch!r}")
+
+
+@router.post(
+    _BRANCH + "/objects",
+    status_code=201,
+    response_model=ObjectStats,
+    openapi_extra={"requestBody": {"required": False, **_BYTES}},
+)
+async def upload_object(
+    repository: str,
+    branch: str,
+    request: Request,
+    state: StateDep,
+    caller: CallerDep,
+    path: PathQuery,
+    storage_class: str | None = None,
+    force: bool = False,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> ObjectStats:
+    """Store the request body at ``path`` on the branch (raw bytes or a form's ``content``).
+
+    User metadata comes from ``x-lakefs-meta-<key>`` headers; ``If-None-Match: *`` refuses to
+    overwrite an existing object (412).
+    """
+    await run_in_threadpool(
+        caller.require, Permission(Action.WRITE_OBJECT, object_arn(repository, path))
+    )
+    exclusive = (if_none_match or "").strip() == "*"
+    catalog = state.catalog
+    await run_in_threadpool(_check_writable, catalog, repository, branch, path, exclusive)
+    content_type = request.headers.get("content-type")
+    metadata = {
+        k[len(_META) :].lower(): v
+        for k, v in request.headers.items()
+        if k.lower().startswith(_META) and len(k) > len(_META)
+    }
+    body: BinaryIO
+    if content_type and content_type.lower().startswith("multipart/form-data"):
+        form = await request.form()
+        part = form.get("content")
+        if not isinstance(part, UploadFile):
+            raise InvalidValueError("multipart upload: missing form field 'content'")
+        body = part.file
+        content_type = part.content_type
+    else:
+        body = cast(BinaryIO, SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY))
+        async for chunk in request.stream():
+            body.write(chunk)
+        body.seek(0)
+    try:
+        stat = await run_in_threadpool(
+            catalog.upload_object,
+            repository,
+            branch,
+            path,
+            body,
+            content_type=content_type or None,
+            metadata=metadata,
+        )
+    finally:
+        body.close()
+    return object_model(stat)
+
+
+def _headers(stat: ObjectStat) -> dict[str, str]:
+    entry = stat.entry
+    return {
+        "content-type": entry.content_type,
+        "etag": f'"{entry.checksum}"',
+        "last-modified": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(entry.mtime)),
+        "accept-ranges": "bytes",
+    }
+
+
+def _range_error(exc: InvalidRangeError, size: int, head: bool) -> Response:
+    response = Response(status_code=416) if head else error_response(416, str(exc))
+    # the official client looks the header up case-sensitively: send it exactly so
+    response.raw_headers.append((b"Content-Range", f"bytes */{size}".encode()))
+    return response
+
+
+@router.head(_REF + "/objects", status_code=200, response_class=Response)
+def head_object(
+    repository: str,
+    ref: str,
+    state: StateDep,
+    caller: CallerDep,
+    path: PathQuery,
+    range_: Annotated[str | None, Header(alias="Range")] = None,
+) -> Response:
+    """Answer whether an object exists, with its size and type, and no body."""
+    caller.require(Permission(Action.READ_OBJECT, object_arn(repository, path)))
+    stat = state.catalog.stat_object(repository, ref, path)
+    size = stat.entry.size
+    try:
+        span = parse_range(range_, size)
+    except InvalidRangeError as exc:
+        return _range_error(exc, size, head=True)
+    start, end = span or (0, size)
+    headers = {**_headers(stat), "content-length": str(end - start)}
+    response = Response(status_code=206 if span else 200, headers=headers)
+    if span:
+        response.raw_headers.append((b"Content-Range", f"bytes {start}-{end - 1}/{size}".encode()))
+    return response
+
+
+@router.get(
+    _REF + "/objects",
+    response_class=Response,
+    responses={
+        200: {"description": "the object's bytes", **_BYTES},
+        206: {"description": "a range of the object's bytes", **_BYTES},
+        416: {"description": "range not satisfiable"},
+    },
+)
+def get_object(
+    repository: str,
+    ref: str,
+    state: StateDep,
+    caller: CallerDep,
+    path: PathQuery,
+    presign: bool | None = None,
+    range_: Annotated[str | None, Header(alias="Range")] = None,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Return an object's bytes: all (200), or one ``Range`` (206; 416 past the end)."""
+    caller.require(Permission(Action.READ_OBJECT, object_arn(repository, path)))
+    catalog = state.catalog
+    stat = catalog.stat_object(repository, ref, path)
+    size = stat.entry.size
+    headers = _headers(stat)
+    if if_none_match and if_none_match.strip() in (headers["etag"], stat.entry.checksum):
+        return Response(status_code=304, headers={"etag": headers["etag"]})
+    try:
+        span = parse_range(range_, size)
+    except InvalidRangeError as exc:
+        return _range_error(exc, size, head=False)
+    start, end = span or (0, size)
+    store, key = catalog.open_entry(catalog.get_repository(repository), stat.entry)
+    chunks = iter_block(store, key, start, end)
+    # read the first chunk now, so that missing data is an error status, not a cut stream
+    first = list(itertools.islice(chunks, 1))
+    headers["content-length"] = str(end - start)
+    response = StreamingResponse(
+        itertools.chain(first, chunks), status_code=206 if span else 200, headers=headers
+    )
+    if span:
+        response.raw_headers.append((b"Content-Range", f"bytes {start}-{end - 1}/{size}".encode()))
+    return response
+
+
+@router.get(_REF + "/objects/stat", response_model=ObjectStats)
+def stat_object(
+    repository: str,
+    ref: str,
+    state: StateDep,
+    caller: CallerDep,
+    path: PathQuery,
+    user_metadata: bool = True,
+    presign: bool | None = None,
+) -> ObjectStats:
+    """Return an object's metadata."""
+    caller.require(Permission(Action.READ_OBJECT, object_arn(repository, path)))
+    stat = state.catalog.stat_object(repository, ref, path)
+    return object_model(stat, user_metadata=user_metadata)
+
+
+@router.get(_REF + "/objects/ls", response_model=ObjectStatsList)
+def list_objects(
+    repository: str,
+    ref: str,
+    state: StateDep,
+    caller: CallerDep,
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+    delimiter: DelimiterQuery = "",
+    prefix: PrefixQuery = "",
+    user_metadata: bool = True,
+    presign: bool | None = None,
+) -> ObjectStatsList:
+    """List objects by path; with a delimiter, fold deeper paths into ``common_prefix`` rows."""
+    caller.require(Permission(Action.LIST_OBJECTS, repository_arn(repository)))
+    listed = state.catalog.list_objects(
+        repository, ref, prefix, after=after, amount=page_size(amount), delimiter=delimiter
+    )
+    rows = [object_model(s, user_metadata=user_metadata) for s in listed.objects]
+    rows.extend(common_prefix_model(p) for p in listed.common_prefixes)
+    rows.sort(key=lambda r: r.path)
+    pagination = Pagination(
+        has_more=listed.has_more,
+        next_offset=listed.next_offset if listed.has_more else "",
+        results=len(rows),
+        max_per_page=MAX_PER_PAGE,
+    )
+    return ObjectStatsList(pagination=pagination, results=rows)
+
+
+@router.delete(_BRANCH + "/objects", status_code=204, response_class=Response)
+def delete_object(
+    repository: str,
+    branch: str,
+    state: StateDep,
+    caller: CallerDep,
+    path: PathQuery,
+    force: bool = False,
+    no_tombstone: bool = False,
+) -> Response:
+    """Stage the deletion of an object."""
+    caller.require(Permission(Action.DELETE_OBJECT, object_arn(repository, path)))
+    state.catalog.delete_object(repository, branch, path)
+    return Response(status_code=204)
+
+
+@router.post(_BRANCH + "/objects/delete", response_model=ObjectErrorList)
+def delete_objects(
+    repository: str,
+    branch: str,
+    body: PathList,
+    state: StateDep,
+    caller: CallerDep,
+    force: bool = False,
+    no_tombstone: bool = False,
+) -> ObjectErrorList:
+    """Stage the deletion of up to 1000 paths; paths that do not exist are ignored."""
+    if len(body.paths) > _MAX_BULK:
+        raise InvalidValueError(f"delete: {len(body.paths)} paths, at most {_MAX_BULK} allowed")
+    caller.require(
+        *(Permission(Action.DELETE_OBJECT, object_arn(repository, p)) for p in body.paths)
+    )
+    try:
+        state.catalog.delete_objects(repository, branch, body.paths)
+    except ObjectNotFoundError:
+        if len(body.paths) != 1:
+            raise
+    return ObjectErrorList(errors=[])
+
+
+@router.post(_BRANCH + "/objects/copy", status_code=201, response_model=ObjectStats)
+def copy_object(
+    repository: str,
+    branch: str,
+    body: ObjectCopyCreation,
+    state: StateDep,
+    caller: CallerDep,
+    dest_path: Annotated[str, Query(description="the destination path")],
+) -> ObjectStats:
+    """Copy an object (from any ref of the repository) to ``dest_path`` on the branch."""
+    caller.require(
+        Permission(Action.READ_OBJECT, object_arn(repository, body.src_path)),
+        Permission(Action.WRITE_OBJECT, object_arn(repository, dest_path)),
+    )
+    catalog = state.catalog
+    _check_writable(catalog, repository, branch, dest_path, exclusive=False)
+    repo = catalog.get_repository(repository)
+    src = catalog.stat_object(repository, body.src_ref or branch, body.src_path)
+    store, key = catalog.open_entry(repo, src.entry)
+    address = catalog.paths.new_path()
+    reader = io.BufferedReader(BlockReader(store, key, src.entry.size), CHUNK)
+    info = catalog.block_store(repo).put(address, reader)
+    entry = Entry(
+        address=address,
+        size=info.size,
+        checksum=info.etag,
+        mtime=int(time.time()),
+        content_type=src.entry.content_type,
+        metadata=dict(src.entry.metadata),
+    )
+    return object_model(catalog.stage_object(repository, branch, dest_path, entry))

@@ -1,0 +1,173 @@
+"""Refs: commits, log, diff between refs, merge."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+
+from mirror.api.auth.permissions import Action, Permission, branch_arn, repository_arn
+from mirror.api.convert import commit_model
+from mirror.api.deps import CallerDep, StateDep
+from mirror.api.listing import CommonPrefix, group_paths, under_prefix
+from mirror.api.models import Commit, CommitList, DiffList, Merge, MergeResult, Pagination
+from mirror.api.paging import MAX_PER_PAGE, page, page_size
+from mirror.api.routers.branches import diff_rows
+from mirror.api.routing import (
+    AfterQuery,
+    AmountQuery,
+    DelimiterQuery,
+    LakeFSRoute,
+    PrefixQuery,
+)
+from mirror.core.catalog import Catalog
+from mirror.core.model import Commit as CoreCommit
+from mirror.core.model import DiffEntry
+from mirror.errors import InvalidValueError
+
+__all__ = ["router"]
+
+router = APIRouter(route_class=LakeFSRoute, tags=["refs", "commits"])
+
+_REPO = "/repositories/{repository}"
+
+
+@router.get(_REPO + "/commits/{commitId}", response_model=Commit)
+def get_commit(repository: str, commitId: str, state: StateDep, caller: CallerDep) -> Commit:
+    """Return the commit a ref expression resolves to."""
+    caller.require(Permission(Action.READ_COMMIT, repository_arn(repository)))
+    resolved = state.catalog.resolve_ref(repository, commitId)
+    return commit_model(state.catalog.get_commit(repository, resolved.commit_id))
+
+
+def _touches(
+    catalog: Catalog,
+    repository: str,
+    commit: CoreCommit,
+    objects: list[str],
+    prefixes: list[str],
+) -> bool:
+    """Return whether ``commit`` changed one of ``objects`` or something under ``prefixes``."""
+    if commit.parents:
+        changes: Iterator[str] = (
+            d.path for d in catalog.diff(repository, commit.parents[0], commit.id)
+        )
+    else:
+        changes = (o.path for o in catalog.iter_objects(repository, commit.id))
+    wanted = set(objects)
+    return any(p in wanted or p.startswith(tuple(prefixes)) for p in changes)
+
+
+def _since(value: str | None) -> int | None:
+    if not value:
+        return None
+    try:
+        return int(datetime.fromisoformat(value).timestamp())
+    except ValueError as exc:
+        raise InvalidValueError(f"invalid since {value!r}: use an RFC 3339 date-time") from exc
+
+
+@router.get(_REPO + "/refs/{ref}/commits", response_model=CommitList)
+def log_commits(
+    repository: str,
+    ref: str,
+    state: StateDep,
+    caller: CallerDep,
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+    objects: Annotated[list[str] | None, Query()] = None,
+    prefixes: Annotated[list[str] | None, Query()] = None,
+    limit: bool = False,
+    first_parent: bool = False,
+    since: str | None = None,
+    stop_at: str | None = None,
+) -> CommitList:
+    """List the history of a ref, newest first (``after``: a commit ID to skip past)."""
+    caller.require(Permission(Action.READ_BRANCH, branch_arn(repository, ref)))
+    catalog = state.catalog
+    since_ts = _since(since)
+    stop_id = catalog.resolve_ref(repository, stop_at).commit_id if stop_at else None
+    history: Iterator[CoreCommit] = catalog.log(repository, ref, first_parent=first_parent)
+
+    def bounded() -> Iterator[CoreCommit]:
+        for c in history:
+            if since_ts is not None and c.creation_date < since_ts:
+                return
+            yield c
+            if stop_id is not None and c.id == stop_id:
+                return
+
+    commits = bounded()
+    if after:
+        commits = itertools.dropwhile(lambda c: c.id != after, commits)
+        next(commits, None)
+    if objects or prefixes:
+        commits = (
+            c for c in commits if _touches(catalog, repository, c, objects or [], prefixes or [])
+        )
+    if limit:
+        found = list(itertools.islice(commits, page_size(amount)))
+        pagination = Pagination(
+            has_more=False, next_offset="", results=len(found), max_per_page=MAX_PER_PAGE
+        )
+    else:
+        found, pagination = page(commits, amount, lambda c: c.id)
+    return CommitList(pagination=pagination, results=[commit_model(c) for c in found])
+
+
+@router.get(_REPO + "/refs/{leftRef}/diff/{rightRef}", response_model=DiffList)
+def diff_refs(
+    repository: str,
+    leftRef: str,
+    rightRef: str,
+    state: StateDep,
+    caller: CallerDep,
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+    prefix: PrefixQuery = "",
+    delimiter: DelimiterQuery = "",
+    type: Literal["two_dot", "three_dot"] = "three_dot",
+    include_right_stats: bool = False,
+) -> DiffList:
+    """List the differences between two refs by path (``three_dot``: from their merge base)."""
+    caller.require(Permission(Action.LIST_OBJECTS, repository_arn(repository)))
+    entries: Iterator[DiffEntry] = state.catalog.diff(
+        repository, leftRef, rightRef, three_dot=type == "three_dot"
+    )
+    if prefix:
+        entries = under_prefix(entries, prefix, lambda e: e.path)
+    rows = group_paths(entries, lambda e: e.path, prefix=prefix, delimiter=delimiter, after=after)
+    found, pagination = page(
+        rows, amount, lambda r: str(r) if isinstance(r, CommonPrefix) else r.path
+    )
+    return DiffList(pagination=pagination, results=[diff_rows(r) for r in found])
+
+
+@router.post(_REPO + "/refs/{sourceRef}/merge/{destinationBranch}", response_model=MergeResult)
+def merge_into_branch(
+    repository: str,
+    sourceRef: str,
+    destinationBranch: str,
+    state: StateDep,
+    caller: CallerDep,
+    body: Merge | None = None,
+) -> MergeResult:
+    """Merge a ref into a branch; a conflict answers 409 with an empty ``reference``."""
+    caller.require(Permission(Action.CREATE_COMMIT, branch_arn(repository, destinationBranch)))
+    merge = body or Merge()
+
+    result = state.catalog.merge(
+        repository,
+        sourceRef,
+        destinationBranch,
+        committer=caller.id,
+        message=merge.message or None,
+        metadata=merge.metadata,
+        strategy=merge.strategy or None,
+        allow_empty=merge.allow_empty,
+        squash=merge.squash_merge,
+    )
+    return MergeResult(reference=result.commit.id)

@@ -1,0 +1,115 @@
+"""Repositories: create, list, get, delete, metadata."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import APIRouter, Response
+
+from mirror.api.auth.permissions import (
+    ALL_RESOURCES,
+    Action,
+    Permission,
+    namespace_arn,
+    repository_arn,
+)
+from mirror.api.convert import repository_model
+from mirror.api.deps import ApiState, CallerDep, StateDep
+from mirror.api.models import Repository, RepositoryCreation, RepositoryList
+from mirror.api.paging import page
+from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
+from mirror.block.errors import InvalidNamespaceError
+from mirror.block.resolver import split_namespace
+from mirror.errors import InvalidValueError
+
+__all__ = ["check_namespace", "router"]
+
+router = APIRouter(route_class=LakeFSRoute, tags=["repositories"])
+
+_LOCAL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+_RESERVED = ("kv.sqlite",)
+
+
+def check_namespace(state: ApiState, namespace: str) -> None:
+    """Refuse storage namespaces this server does not serve.
+
+    ``local://<name>`` must be a relative name, resolved under the server's data directory, that
+    is not taken by a file of the server's own.
+
+    Raises:
+        InvalidNamespaceError: the namespace is malformed or not allowed.
+    """
+    scheme, rest = split_namespace(namespace)
+    if scheme not in state.namespace_schemes:
+        allowed = ", ".join(f"{s}://" for s in sorted(state.namespace_schemes))
+        raise InvalidNamespaceError(
+            f"storage namespace {namespace!r}: scheme {scheme!r} is not served here (use {allowed})"
+        )
+    if scheme != "local":
+        return
+    if state.local_root is None or not _LOCAL_NAME.fullmatch(rest) or ".." in rest.split("/"):
+        raise InvalidNamespaceError(
+            f"storage namespace {namespace!r}: use local://<name>, a relative name of letters, "
+            "digits, '_', '-', '.' and '/' (it lives under the server's data directory)"
+        )
+    first = rest.split("/", 1)[0]
+    target = state.local_root / rest
+    if first.startswith(_RESERVED) or (target.exists() and not target.is_dir()):
+        raise InvalidNamespaceError(f"storage namespace {namespace!r} is reserved")
+
+
+@router.post("/repositories", status_code=201, response_model=Repository)
+def create_repository(
+    body: RepositoryCreation, state: StateDep, caller: CallerDep, bare: bool = False
+) -> Repository:
+    """Create a repository with an initial commit on its default branch."""
+    caller.require(
+        Permission(Action.CREATE_REPOSITORY, repository_arn(body.name)),
+        Permission(Action.ATTACH_STORAGE_NAMESPACE, namespace_arn(body.storage_namespace)),
+    )
+    if body.storage_id:
+        raise InvalidValueError(f'unknown storage_id {body.storage_id!r}: use ""')
+    check_namespace(state, body.storage_namespace)
+    repo = state.catalog.create_repository(
+        body.name, body.storage_namespace, body.default_branch or "main", read_only=body.read_only
+    )
+    return repository_model(repo)
+
+
+@router.get("/repositories", response_model=RepositoryList)
+def list_repositories(
+    state: StateDep,
+    caller: CallerDep,
+    prefix: PrefixQuery = "",
+    after: AfterQuery = "",
+    amount: AmountQuery = 0,
+) -> RepositoryList:
+    """List repositories by name."""
+    caller.require(Permission(Action.LIST_REPOSITORIES, ALL_RESOURCES))
+    repos, pagination = page(state.catalog.list_repositories(prefix, after), amount, lambda r: r.id)
+    return RepositoryList(pagination=pagination, results=[repository_model(r) for r in repos])
+
+
+@router.get("/repositories/{repository}", response_model=Repository)
+def get_repository(repository: str, state: StateDep, caller: CallerDep) -> Repository:
+    """Return a repository."""
+    caller.require(Permission(Action.READ_REPOSITORY, repository_arn(repository)))
+    return repository_model(state.catalog.get_repository(repository))
+
+
+@router.delete("/repositories/{repository}", status_code=204, response_class=Response)
+def delete_repository(
+    repository: str, state: StateDep, caller: CallerDep, force: bool = False
+) -> Response:
+    """Delete a repository (``force`` also deletes a read-only one)."""
+    caller.require(Permission(Action.DELETE_REPOSITORY, repository_arn(repository)))
+    state.catalog.delete_repository(repository, force=force)
+    return Response(status_code=204)
+
+
+@router.get("/repositories/{repository}/metadata", response_model=dict[str, str])
+def get_repository_metadata(repository: str, state: StateDep, caller: CallerDep) -> dict[str, str]:
+    """Return the repository's metadata map (always empty here)."""
+    caller.require(Permission(Action.READ_REPOSITORY, repository_arn(repository)))
+    state.catalog.get_repository(repository)
+    return {}

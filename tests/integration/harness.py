@@ -1,0 +1,112 @@
+"""Start `lakemirror server` as a separate process and wait until it answers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+STARTUP_DEADLINE = 30.0
+ADMIN_KEY_ENV = "LAKEMIRROR_ADMIN_ACCESS_KEY_ID"
+ADMIN_SECRET_ENV = "LAKEMIRROR_ADMIN_SECRET_ACCESS_KEY"
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running server: where it listens, its data, its log, and the admin's key."""
+
+    url: str
+    data_dir: Path
+    log_path: Path
+    access_key_id: str
+    secret_access_key: str
+    process: subprocess.Popen[bytes]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_healthy(process: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
+    deadline = time.monotonic() + STARTUP_DEADLINE
+    with httpx.Client(timeout=1.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.get(f"{url}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            try:
+                # waits for the process to exit, which is what a failed start looks like
+                code = process.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                continue
+            pytest.fail(f"server exited with {code}:\n{log_path.read_text()}")
+    pytest.fail(f"server not healthy within {STARTUP_DEADLINE}s:\n{log_path.read_text()}")
+
+
+@contextmanager
+def running_server(
+    data_dir: Path,
+    log_path: Path,
+    *,
+    access_key_id: str = "",
+    secret_access_key: str = "",
+    args: Sequence[str] = (),
+) -> Iterator[Server]:
+    """Run `lakemirror server` on a free port of 127.0.0.1 until the block ends.
+
+    The admin's key goes in through the environment when given; the log collects the
+    process's stdout and stderr.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in (ADMIN_KEY_ENV, ADMIN_SECRET_ENV)}
+    if access_key_id:
+        env[ADMIN_KEY_ENV] = access_key_id
+        env[ADMIN_SECRET_ENV] = secret_access_key
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [
+        sys.executable,
+        "-m",
+        "mirror.cli.main",
+        "server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+        *args,
+    ]
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(process, url, log_path)
+        yield Server(url, data_dir, log_path, access_key_id, secret_access_key, process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
