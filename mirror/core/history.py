@@ -35,7 +35,8 @@ def time_ordered_history(get: GetCommit, head: CommitID) -> Iterator[Commit]:
     """Yield every ancestor of ``head`` (itself included), newest first.
 
     Ties on creation time go to the higher generation, then to the larger ID, so the order is
-    deterministic and children always come before their parents.
+    deterministic and, as long as no commit is dated before its parent, children come before
+    their parents.
     """
     first = get(head)
     heap: list[tuple[int, int, str, Commit]] = [

@@ -205,11 +205,17 @@ class Entry:
     content_type: str = DEFAULT_CONTENT_TYPE
     metadata: dict[str, str] = field(default_factory=dict)
     address_type: AddressType = AddressType.RELATIVE
+    _identity: Identity | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def identity(self) -> Identity:
         """Return the identity: equal for equal size, checksum, metadata and content type."""
-        return entry_identity(self.size, self.checksum, self.metadata, self.content_type)
+        if self._identity is None:
+            # computed once: diffs and merges compare identities of the same entries many times
+            value = entry_identity(self.size, self.checksum, self.metadata, self.content_type)
+            object.__setattr__(self, "_identity", value)
+            return value
+        return self._identity
 
     def to_dict(self) -> dict[str, Any]:
         """Return the fields as a JSON-ready dictionary."""
