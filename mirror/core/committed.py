@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,30 +43,28 @@ METADATA_PREFIX = "_lakefs/"
 Record = tuple[str, Entry]
 Change = tuple[str, Entry | None]
 
-_RANGE_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("address", pa.string()),
-        ("address_type", pa.string()),
-        ("size", pa.int64()),
-        ("mtime", pa.int64()),
-        ("checksum", pa.string()),
-        ("content_type", pa.string()),
-        ("metadata", pa.map_(pa.string(), pa.string())),
-        ("identity", pa.string()),
-    ]
-)
+_RANGE_FIELDS: list[pa.Field[Any]] = [
+    pa.field("key", pa.string()),
+    pa.field("address", pa.string()),
+    pa.field("address_type", pa.string()),
+    pa.field("size", pa.int64()),
+    pa.field("mtime", pa.int64()),
+    pa.field("checksum", pa.string()),
+    pa.field("content_type", pa.string()),
+    pa.field("metadata", pa.map_(pa.string(), pa.string())),
+    pa.field("identity", pa.string()),
+]
+_RANGE_SCHEMA = pa.schema(_RANGE_FIELDS)
 _RANGE_COLUMNS = [name for name in _RANGE_SCHEMA.names if name != "identity"]
 _ADDRESS_TYPES = {t.value: t for t in AddressType}
-_METARANGE_SCHEMA = pa.schema(
-    [
-        ("range_id", pa.string()),
-        ("min_key", pa.string()),
-        ("max_key", pa.string()),
-        ("count", pa.int64()),
-        ("bytes", pa.int64()),
-    ]
-)
+_METARANGE_FIELDS: list[pa.Field[Any]] = [
+    pa.field("range_id", pa.string()),
+    pa.field("min_key", pa.string()),
+    pa.field("max_key", pa.string()),
+    pa.field("count", pa.int64()),
+    pa.field("bytes", pa.int64()),
+]
+_METARANGE_SCHEMA = pa.schema(_METARANGE_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
