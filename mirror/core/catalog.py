@@ -670,8 +670,10 @@ class Catalog:
         objects: list[ObjectStat] = []
         prefixes: list[str] = []
         cursor = after
-        if delimiter and after.startswith(prefix) and after.endswith(delimiter):
-            # resuming after a common prefix: skip everything under it
+        cut = after.find(delimiter, len(prefix)) if delimiter and after.startswith(prefix) else -1
+        if cut >= 0 and cut + len(delimiter) == len(after):
+            # resuming after a common prefix: skip everything under it (an object whose path
+            # ends with the delimiter inside ``prefix``, such as ``prefix`` itself, is not one)
             cursor = after + _MAX_CHAR
         while True:
             restart = False
@@ -949,9 +951,11 @@ class Catalog:
                 raise DirtyBranchError(f"{what}: branch {branch!r} has uncommitted changes")
             head = self.refs.get_commit(repo, current.commit_id)
             base, source, dest, strategy, other = make(repo, head)
+            store = self.committed(repo)
+            # tree IDs decide, as in lakeFS: the initial commit's empty tree is "", an empty tree
+            # written later has a real ID, and merging that one is a change
             if source == base and not allow_empty:
                 raise NoChangesError(f"{what} into branch {branch!r}: no changes")
-            store = self.committed(repo)
             if dest == base:
                 mid = MetaRangeID(source)
             else:
