@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mirror.block.protocol import BlockStore
-from mirror.core.ids import _INT64, _STRING, _STRING_MAP, MetaRangeID, RangeID
+from mirror.core.ids import _INT64, _STRING, _STRING_MAP, Identity, MetaRangeID, RangeID
 from mirror.core.model import AddressType, Entry
 
 __all__ = [
@@ -165,6 +165,43 @@ def _string_map(values: Mapping[str, str]) -> bytes:
     return b"".join(parts)
 
 
+def _entry_encoding(e: Entry) -> bytes:
+    """Return the encoding of an entry's fields in a range record, caching it on the entry.
+
+    Entries are immutable and most records of a rewritten range come unchanged from the range
+    cache, so each entry is encoded once. Its identity, which hashes a subset of the same fields,
+    is cached alongside when not known yet.
+    """
+    cached = e._encoded
+    if cached is not None:
+        return cached
+    a = e.address.encode()
+    c = e.checksum.encode()
+    size = _pack_int64(e.size)
+    checksum = _pack_string_head(len(c)) + c
+    content_type = _common_string(e.content_type)
+    metadata = _string_map(e.metadata)
+    encoded = b"".join(
+        (
+            _pack_string_head(len(a)),
+            a,
+            _common_string(e.address_type),
+            size,
+            _pack_int64(e.mtime),
+            checksum,
+            content_type,
+            metadata,
+        )
+    )
+    object.__setattr__(e, "_encoded", encoded)
+    if e._identity is None:
+        identity = size + checksum + metadata
+        if e.content_type:
+            identity += content_type
+        object.__setattr__(e, "_identity", Identity(hashlib.sha256(identity).hexdigest()))
+    return encoded
+
+
 def _range_digest(records: list[Record]) -> tuple[RangeID, list[str]]:
     """Return the ID of a range holding ``records`` and each record's ``entry.identity``.
 
@@ -172,36 +209,14 @@ def _range_digest(records: list[Record]) -> tuple[RangeID, list[str]]:
     fields already encoded for the range.
     """
     h = hashlib.sha256(_string("range:v1") + _pack_int64(len(records)))
-    identities = []
+    parts = []
     for key, e in records:
         k = key.encode()
-        a = e.address.encode()
-        c = e.checksum.encode()
-        size = _pack_int64(e.size)
-        checksum = _pack_string_head(len(c)) + c
-        content_type = _common_string(e.content_type)
-        metadata = _string_map(e.metadata)
-        h.update(
-            b"".join(
-                (
-                    _pack_string_head(len(k)),
-                    k,
-                    _pack_string_head(len(a)),
-                    a,
-                    _common_string(e.address_type),
-                    size,
-                    _pack_int64(e.mtime),
-                    checksum,
-                    content_type,
-                    metadata,
-                )
-            )
-        )
-        identity = size + checksum + metadata
-        if e.content_type:
-            identity += content_type
-        identities.append(hashlib.sha256(identity).hexdigest())
-    return RangeID(h.hexdigest()), identities
+        parts.append(_pack_string_head(len(k)))
+        parts.append(k)
+        parts.append(_entry_encoding(e))
+    h.update(b"".join(parts))
+    return RangeID(h.hexdigest()), [e.identity for _, e in records]
 
 
 def range_id(records: list[Record]) -> RangeID:
@@ -209,10 +224,16 @@ def range_id(records: list[Record]) -> RangeID:
     return _range_digest(records)[0]
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_ROWS: dict[str, tuple[RangeInfo, bytes]] = {}
+_ROWS_MAX = 1 << 17
+
+
 def _metarange_row(r: RangeInfo) -> bytes:
-    """Return the encoding of one metarange row (cached: most rows repeat across commits)."""
-    return b"".join(
+    """Return the encoding of one metarange row, cached by range ID (rows repeat across commits)."""
+    hit = _ROWS.get(r.id)
+    if hit is not None and (hit[0] is r or hit[0] == r):
+        return hit[1]
+    row = b"".join(
         (
             _string(r.id),
             _string(r.min_key),
@@ -221,6 +242,10 @@ def _metarange_row(r: RangeInfo) -> bytes:
             _pack_int64(r.bytes),
         )
     )
+    if len(_ROWS) >= _ROWS_MAX:
+        _ROWS.clear()
+    _ROWS[r.id] = (r, row)
+    return row
 
 
 def metarange_id(ranges: list[RangeInfo]) -> MetaRangeID:

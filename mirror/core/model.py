@@ -206,6 +206,7 @@ class Entry:
     metadata: dict[str, str] = field(default_factory=dict)
     address_type: AddressType = AddressType.RELATIVE
     _identity: Identity | None = field(default=None, init=False, repr=False, compare=False)
+    _encoded: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def identity(self) -> Identity:
