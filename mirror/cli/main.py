@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from mirror import __version__
+from mirror.cli.commands import register_all
+from mirror.cli.run import add_client_options, client_options, run_client_command
 from mirror.cli.tour import run_tour
 
 __all__ = ["main"]
@@ -16,9 +19,14 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakemirror",
         description="A lakeFS-compatible versioning server with transactional mirroring.",
+        epilog="Client commands read lakectl's configuration (~/.lakectl.yaml, LAKECTL_*). "
+        "Exit codes: 0 success, 1 error, 2 usage or configuration, 3 authentication or "
+        "permission, 4 not found, 5 conflict, 6 rejected as invalid, 7 server unreachable "
+        "(docs/cli.md).",
     )
     parser.add_argument("--version", action="version", version=f"lakemirror {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    add_client_options(parser, default=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     tour = sub.add_parser(
         "tour",
         help="walk through the versioning core on the embedded default (SQLite + local disk)",
@@ -43,12 +51,15 @@ def _parser() -> argparse.ArgumentParser:
         choices=["critical", "error", "warning", "info", "debug"],
         help="uvicorn's log level",
     )
+    register_all(sub, client_options())
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
     args = _parser().parse_args(argv)
+    if hasattr(args, "run"):
+        return run_client_command(args, os.environ)
     if args.command == "tour":
         return run_tour(args.data_dir, out=sys.stdout)
     if args.command == "server":
