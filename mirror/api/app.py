@@ -14,6 +14,7 @@ from mirror.api.deps import ApiState
 from mirror.api.errors import install_error_handlers
 from mirror.api.routers import auth, branches, config, objects, refs, repositories, tags
 from mirror.core.catalog import Catalog
+from mirror.logging import RequestLogMiddleware
 
 __all__ = ["API_PREFIX", "LAKEFS_COMPATIBLE_VERSION", "create_app"]
 
@@ -56,6 +57,7 @@ def create_app(
         namespace_schemes=frozenset(namespace_schemes),
     )
     install_error_handlers(app)
+    app.add_middleware(RequestLogMiddleware)
     app.include_router(health.router)
     for module in (config, repositories, branches, refs, tags, objects, auth):
         app.include_router(module.router, prefix=API_PREFIX)

@@ -16,6 +16,7 @@ from mirror.api.auth.policy import is_allowed
 from mirror.api.auth.store import AuthStore
 from mirror.api.hidden import HiddenBranches
 from mirror.core.catalog import Catalog
+from mirror.logging import note_user
 
 __all__ = [
     "ApiState",
@@ -53,8 +54,12 @@ class ApiState:
         self.hidden = HiddenBranches(self.catalog.kv)
 
 
-def get_state(request: Request) -> ApiState:
-    """Return the shared state of the app serving ``request``."""
+async def get_state(request: Request) -> ApiState:
+    """Return the shared state of the app serving ``request``.
+
+    A coroutine, so that FastAPI runs it on the event loop instead of a worker thread: it only
+    reads an attribute, and the hop would cost more than the call.
+    """
     state: ApiState = request.app.state.api
     return state
 
@@ -102,6 +107,7 @@ def get_caller(
     if credentials is None:
         raise AuthenticationError("error authenticating request: no credentials (HTTP Basic)")
     user = state.auth.authenticate(credentials.username, credentials.password)
+    note_user(user.id)
     return Caller(state.auth, user)
 
 

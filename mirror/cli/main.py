@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from mirror import __version__
 from mirror.cli.commands import register_all
+from mirror.cli.config_cmd import add_config_file_option, register_config_command, show_config
 from mirror.cli.run import add_client_options, client_options, run_client_command
 from mirror.cli.tour import run_tour
 
@@ -33,12 +34,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     tour.add_argument("--data-dir", default="./lakemirror-data", help="where to keep the data")
     server = sub.add_parser("server", help="serve the lakeFS-compatible API (/api/v1)")
-    server.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    server.add_argument("--port", type=int, default=8000, help="port to listen on")
+    add_config_file_option(server)
+    server.add_argument("--host", help="address to listen on (server.host; 127.0.0.1)")
+    server.add_argument("--port", type=int, help="port to listen on (server.port; 8000)")
     server.add_argument(
         "--data-dir",
-        default="./lakemirror-data",
-        help="where to keep the SQLite KV and local:// namespaces (created on first start)",
+        help="where to keep the SQLite KV and local:// namespaces, created on first start "
+        "(data_dir; ./lakemirror-data)",
     )
     server.add_argument(
         "--wait-for-setup",
@@ -47,10 +49,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     server.add_argument(
         "--log-level",
-        default="info",
         choices=["critical", "error", "warning", "info", "debug"],
-        help="uvicorn's log level",
+        help="the lowest level logged (logging.level; info)",
     )
+    server.add_argument(
+        "--log-format",
+        choices=["auto", "json", "console"],
+        help="log lines as JSON or readable text; auto: readable on a terminal (logging.format)",
+    )
+    register_config_command(sub)
     register_all(sub, client_options())
     return parser
 
@@ -62,18 +69,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_client_command(args, os.environ)
     if args.command == "tour":
         return run_tour(args.data_dir, out=sys.stdout)
+    if args.command == "config":
+        fmt = args.show_format or ("json" if args.output == "json" else "yaml")
+        return show_config(args.config_file, fmt, out=sys.stdout, err=sys.stderr)
     if args.command == "server":
-        from mirror.cli.server import run_server  # needs the `server` extra (FastAPI, uvicorn)
-
-        return run_server(
-            args.host,
-            args.port,
-            args.data_dir,
-            out=sys.stdout,
-            wait_for_setup=args.wait_for_setup,
-            log_level=args.log_level,
-        )
+        return _serve(args)
     return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from mirror.cli.server import run_server  # needs the `server` extra (FastAPI, uvicorn)
+    from mirror.config import ConfigurationError, load_config, with_overrides
+
+    flags = {
+        "server": {"host": args.host, "port": args.port},
+        "data_dir": args.data_dir,
+        "logging": {"level": args.log_level, "format": args.log_format},
+    }
+    try:
+        config = with_overrides(load_config(args.config_file), flags)
+    except ConfigurationError as exc:
+        print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
+        return 2
+    return run_server(config, out=sys.stdout, wait_for_setup=args.wait_for_setup)
 
 
 if __name__ == "__main__":

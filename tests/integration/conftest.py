@@ -10,6 +10,13 @@ import lakefs
 import pytest
 
 from tests.integration.harness import Server, running_server, unique
+from tests.integration.moto_fixtures import (  # noqa: F401  (fixtures for the moto-backed tests)
+    dynamodb_client,
+    moto_log_dir,
+    moto_region,
+    moto_second_region,
+    s3_client,
+)
 
 
 @pytest.fixture(scope="session")

@@ -214,9 +214,16 @@ def get_object(
     # read the first chunk now, so that missing data is an error status, not a cut stream
     first = list(itertools.islice(chunks, 1))
     headers["content-length"] = str(end - start)
-    response = StreamingResponse(
-        itertools.chain(first, chunks), status_code=206 if span else 200, headers=headers
-    )
+    status = 206 if span else 200
+    response: Response
+    if end - start <= CHUNK:
+        # one chunk is the whole answer: no streaming, which would hop to a worker thread
+        # once per chunk and once more to find the end
+        response = Response(b"".join(first), status_code=status, headers=headers)
+    else:
+        response = StreamingResponse(
+            itertools.chain(first, chunks), status_code=status, headers=headers
+        )
     if span:
         response.raw_headers.append((b"Content-Range", f"bytes {start}-{end - 1}/{size}".encode()))
     return response

@@ -1,0 +1,375 @@
+"""The process configuration: one schema, read from a YAML file and ``LAKEMIRROR_*`` variables.
+
+Precedence, highest first: explicit overrides (command-line flags), ``LAKEMIRROR_*`` environment
+variables (nested keys joined by ``__``, e.g. ``LAKEMIRROR_KV__TYPE=dynamodb``), the legacy
+``LAKEMIRROR_ADMIN_*`` variables, the YAML file (``--config`` or ``LAKEMIRROR_CONFIG``), defaults.
+With no file and no variables the result is the embedded default: SQLite and ``local://``
+namespaces under ``./lakemirror-data``. ``docs/configuration.md`` documents every key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from mirror.errors import InvalidValueError
+from mirror.logging import REDACTED, is_secret_key
+
+__all__ = [
+    "CONFIG_FILE_ENV",
+    "ENV_PREFIX",
+    "LEGACY_ENV",
+    "REDACTED",
+    "AuthSettings",
+    "BlockstoreSettings",
+    "ConfigurationError",
+    "DynamoSettings",
+    "KVSettings",
+    "LakeMirrorConfig",
+    "LocalBlockSettings",
+    "LoggingSettings",
+    "S3RegionSettings",
+    "S3Settings",
+    "ServerSettings",
+    "SqliteSettings",
+    "is_secret_key",
+    "load_config",
+    "redacted",
+    "with_overrides",
+]
+
+CONFIG_FILE_ENV = "LAKEMIRROR_CONFIG"
+ENV_PREFIX = "LAKEMIRROR_"
+
+LEGACY_ENV: Mapping[str, tuple[str, str]] = {
+    "LAKEMIRROR_ADMIN_ACCESS_KEY_ID": ("auth", "admin_access_key_id"),
+    "LAKEMIRROR_ADMIN_SECRET_ACCESS_KEY": ("auth", "admin_secret_access_key"),
+    "LAKEMIRROR_ADMIN_USER": ("auth", "admin_user"),
+}
+"""Variables older releases read, and the ``(section, key)`` each one sets."""
+
+LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Section):
+    """Where the lakeFS-compatible API listens."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+
+
+class SqliteSettings(_Section):
+    """The embedded KV: one SQLite file."""
+
+    path: Path | None = None
+    """The database file; ``None``: ``<data_dir>/kv.sqlite``."""
+
+
+class DynamoSettings(_Section):
+    """The production KV: one DynamoDB table (AWS defaults for whatever is unset)."""
+
+    table: str = Field(default="lakemirror", min_length=3, max_length=255)
+    partition: str = Field(default="lakemirror", min_length=1)
+    """The partition key value holding this deployment's keys (several may share a table)."""
+    region: str | None = None
+    endpoint_url: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    create_table: bool = False
+    """Create the table at start-up when it is missing (otherwise a missing table is an error)."""
+    max_attempts: int = Field(default=8, ge=1, le=100)
+
+
+class KVSettings(_Section):
+    """Which KV store keeps refs, commits and staging, and how to reach it."""
+
+    type: Literal["sqlite", "dynamodb"] = "sqlite"
+    sqlite: SqliteSettings = SqliteSettings()
+    dynamodb: DynamoSettings = DynamoSettings()
+
+
+class LocalBlockSettings(_Section):
+    """The embedded object store: ``local://`` namespaces on disk."""
+
+    root: Path | None = None
+    """Where relative ``local://`` namespaces live; ``None``: ``<data_dir>``."""
+
+
+class S3RegionSettings(_Section):
+    """One region's S3 (or S3-compatible) store; unset keys fall back to the defaults."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    addressing_style: Literal["auto", "virtual", "path"] | None = None
+    max_attempts: int | None = Field(default=None, ge=1, le=100)
+
+
+class S3Settings(_Section):
+    """How ``s3://`` namespaces are reached: defaults, and overrides per region name."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    addressing_style: Literal["auto", "virtual", "path"] = "auto"
+    max_attempts: int = Field(default=8, ge=1, le=100)
+    regions: dict[str, S3RegionSettings] = {}
+
+    def for_region(self, name: str | None) -> S3Settings:
+        """Return the settings for region ``name``: its overrides on top of the defaults.
+
+        A name without an entry in ``regions`` (or ``None``) gets the defaults.
+        """
+        entry = self.regions.get(name) if name is not None else None
+        if entry is None:
+            return self.model_copy(update={"regions": {}})
+        return self.model_copy(update={**entry.model_dump(exclude_none=True), "regions": {}})
+
+
+class BlockstoreSettings(_Section):
+    """Where objects and range files are kept, per namespace scheme."""
+
+    local: LocalBlockSettings = LocalBlockSettings()
+    s3: S3Settings = S3Settings()
+
+
+class AuthSettings(_Section):
+    """The administrator whose key is installed at start-up (when both parts are set)."""
+
+    admin_user: str = Field(default="admin", min_length=1)
+    admin_access_key_id: SecretStr | None = None
+    admin_secret_access_key: SecretStr | None = None
+
+
+class LoggingSettings(_Section):
+    """How log lines look and which are written.
+
+    ``format``: ``json`` (one object a line), ``console`` (readable), or ``auto`` (console when
+    standard error is a terminal, JSON otherwise).
+    """
+
+    format: Literal["auto", "json", "console"] = "auto"
+    level: LogLevel = "info"
+
+    @field_validator("format", "level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+
+class _LegacyEnvSource(PydanticBaseSettingsSource):
+    """Read the ``LAKEMIRROR_ADMIN_*`` variables of older releases."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        values: dict[str, dict[str, str]] = {}
+        for name, (section, key) in LEGACY_ENV.items():
+            value = os.environ.get(name, "")
+            if value:
+                values.setdefault(section, {})[key] = value
+        return values
+
+
+class LakeMirrorConfig(BaseSettings):
+    """Everything a LakeMirror process is configured with."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        case_sensitive=False,
+        extra="forbid",
+        frozen=True,
+    )
+
+    data_dir: Path = Path("./lakemirror-data")
+    server: ServerSettings = ServerSettings()
+    kv: KVSettings = KVSettings()
+    blockstore: BlockstoreSettings = BlockstoreSettings()
+    auth: AuthSettings = AuthSettings()
+    logging: LoggingSettings = LoggingSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Rank the environment above the legacy variables, and both above the file.
+
+        The file's content comes in as the constructor's arguments (see :func:`load_config`).
+        """
+        return env_settings, _LegacyEnvSource(settings_cls), init_settings
+
+    def sqlite_path(self) -> Path:
+        """Return the SQLite file the KV uses (``kv.sqlite.path`` or ``<data_dir>/kv.sqlite``)."""
+        return self.kv.sqlite.path or self.data_dir / "kv.sqlite"
+
+    def local_root(self) -> Path:
+        """Return where relative ``local://`` namespaces live."""
+        return self.blockstore.local.root or self.data_dir
+
+    def effective(self) -> LakeMirrorConfig:
+        """Return a copy with derived defaults (SQLite path, local root) filled in."""
+        kv = self.kv.model_copy(
+            update={"sqlite": SqliteSettings(path=self.sqlite_path())}, deep=True
+        )
+        local = LocalBlockSettings(root=self.local_root())
+        blockstore = self.blockstore.model_copy(update={"local": local})
+        return self.model_copy(update={"kv": kv, "blockstore": blockstore})
+
+
+class ConfigurationError(InvalidValueError):
+    """The configuration file or variables are unreadable or invalid; the message names the key."""
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    loc = [str(part) for part in error.get("loc", ())]
+    key = ".".join(loc) or "(top level)"
+    if error.get("type") == "extra_forbidden":
+        return f"{key}: unknown key"
+    message = str(error.get("msg", "invalid value"))
+    value = error.get("input")
+    if isinstance(value, str | int | float | bool) and not any(is_secret_key(p) for p in loc):
+        message += f" (got {value!r})"
+    return f"{key}: {message}"
+
+
+def _error(exc: ValidationError, source: str, prefix: tuple[str, ...] = ()) -> ConfigurationError:
+    details = "; ".join(_describe({**e, "loc": (*prefix, *e.get("loc", ()))}) for e in exc.errors())
+    return ConfigurationError(f"invalid configuration ({source}): {details}")
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read configuration file {str(path)!r}: {exc.strerror}"
+        ) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" line {where.line + 1}" if where is not None else ""
+        raise ConfigurationError(
+            f"configuration file {str(path)!r}{line} is not valid YAML: "
+            f"{getattr(exc, 'problem', None) or exc}"
+        ) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigurationError(
+            f"configuration file {str(path)!r} must hold a mapping, not {type(data).__name__}"
+        )
+    return data
+
+
+def load_config(path: str | Path | None = None) -> LakeMirrorConfig:
+    """Return the configuration from ``path`` (or ``$LAKEMIRROR_CONFIG``) and the environment.
+
+    No file at all is fine: the defaults are the embedded setup.
+
+    Raises:
+        ConfigurationError: the file is unreadable or not YAML, or a value is invalid; the
+            message is one line and names the key.
+    """
+    if path is None:
+        path = os.environ.get(CONFIG_FILE_ENV) or None
+    data = _read_file(Path(path)) if path is not None else {}
+    source = f"file {str(path)!r} and {ENV_PREFIX}* variables" if path else "environment"
+    try:
+        return LakeMirrorConfig(**data)
+    except ValidationError as exc:
+        raise _error(exc, source) from None
+
+
+def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in update.items():
+        current = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(current, dict):
+            merged[key] = _merge(current, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def with_overrides(config: LakeMirrorConfig, overrides: Mapping[str, Any]) -> LakeMirrorConfig:
+    """Return ``config`` with ``overrides`` (nested like the schema; ``None`` values skipped).
+
+    Raises:
+        ConfigurationError: an override is invalid; the message names the key.
+    """
+
+    def prune(values: Mapping[str, Any]) -> dict[str, Any]:
+        pruned: dict[str, Any] = {}
+        for key, value in values.items():
+            if isinstance(value, Mapping):
+                value = prune(value)
+                if not value:
+                    continue
+            if value is not None:
+                pruned[key] = value
+        return pruned
+
+    update = prune(overrides)
+    if not update:
+        return config
+    changes: dict[str, Any] = {}
+    for key, value in update.items():
+        field = LakeMirrorConfig.model_fields.get(key)
+        if field is None or field.annotation is None:
+            raise ConfigurationError(
+                f"invalid configuration (command-line options): {key}: unknown key"
+            )
+        current = getattr(config, key)
+        if isinstance(value, Mapping) and isinstance(current, BaseModel):
+            value = _merge(current.model_dump(), value)
+        try:
+            changes[key] = TypeAdapter(field.annotation).validate_python(value)
+        except ValidationError as exc:
+            raise _error(exc, "command-line options", (key,)) from None
+    return config.model_copy(update=changes)
+
+
+def redacted(config: LakeMirrorConfig) -> dict[str, Any]:
+    """Return the effective configuration as plain data, every secret replaced by ``REDACTED``."""
+
+    def scrub(value: Any, key: str = "") -> Any:
+        if isinstance(value, dict):
+            return {k: scrub(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [scrub(v, key) for v in value]
+        if value is not None and is_secret_key(key):
+            return REDACTED
+        return value
+
+    data: dict[str, Any] = config.effective().model_dump(mode="json")
+    scrubbed: dict[str, Any] = scrub(data)
+    return scrubbed
