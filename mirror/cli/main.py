@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from mirror import __version__
 from mirror.cli.commands import register_all
 from mirror.cli.config_cmd import add_config_file_option, register_config_command, show_config
+from mirror.cli.kv_cmd import init_kv, register_kv_command
 from mirror.cli.run import add_client_options, client_options, run_client_command
 from mirror.cli.tour import run_tour
 
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         help="log lines as JSON or readable text; auto: readable on a terminal (logging.format)",
     )
     register_config_command(sub)
+    register_kv_command(sub)
     register_all(sub, client_options())
     return parser
 
@@ -72,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "config":
         fmt = args.show_format or ("json" if args.output == "json" else "yaml")
         return show_config(args.config_file, fmt, out=sys.stdout, err=sys.stderr)
+    if args.command == "kv":
+        return init_kv(args.config_file, out=sys.stdout, err=sys.stderr)
     if args.command == "server":
         return _serve(args)
     return 2

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import SecretStr
 
 from mirror.api.app import create_app
 from mirror.api.auth.store import AuthStore
 from mirror.block.resolver import BlockResolver
-from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig
+from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig, S3Settings
 from mirror.core.catalog import Catalog
 from mirror.errors import UnavailableError
 from mirror.kv.protocol import KV
 from mirror.kv.sqlite import SqliteKV
 from mirror.logging import configure_logging, get_logger
+
+if TYPE_CHECKING:
+    from mirror.block.s3 import S3Settings as BlockS3Settings
 
 __all__ = [
     "ADMIN_KEY_ENV",
@@ -22,6 +26,7 @@ __all__ = [
     "ADMIN_USER_ENV",
     "UVICORN_OPTIONS",
     "bootstrap_auth",
+    "check_s3",
     "open_catalog",
     "run_server",
 ]
@@ -31,8 +36,14 @@ ADMIN_SECRET_ENV = "LAKEMIRROR_ADMIN_SECRET_ACCESS_KEY"
 ADMIN_USER_ENV = "LAKEMIRROR_ADMIN_USER"
 
 # h11 sends header names as given; lakeFS's client reads `Content-Range` of a 416
-# case-sensitively, and uvicorn's httptools protocol would lowercase it
-UVICORN_OPTIONS: dict[str, Any] = {"server_header": False, "http": "h11"}
+# case-sensitively, and uvicorn's httptools protocol would lowercase it. Logging is
+# configure_logging's, and the access line is RequestLogMiddleware's, not uvicorn's.
+UVICORN_OPTIONS: dict[str, Any] = {
+    "server_header": False,
+    "http": "h11",
+    "log_config": None,
+    "access_log": False,
+}
 """The options ``lakemirror server`` passes to ``uvicorn.run`` (``bench.api`` reuses them)."""
 
 
@@ -98,21 +109,14 @@ def _open_kv(config: LakeMirrorConfig) -> KV:
     try:
         from botocore.exceptions import BotoCoreError
 
-        from mirror.kv.dynamodb import DynamoKV, DynamoSettings, create_table
+        from mirror.cli.kv_cmd import dynamo_settings
+        from mirror.kv.dynamodb import DynamoKV, create_table
     except ImportError as exc:
         raise ConfigurationError(
             f"kv.type 'dynamodb' needs the s3 extra (pip install 'lakemirror[s3]'): {exc}"
         ) from exc
     section = config.kv.dynamodb
-    settings = DynamoSettings(
-        table=section.table,
-        partition=section.partition,
-        endpoint_url=section.endpoint_url,
-        region=section.region,
-        access_key_id=section.access_key_id,
-        secret_access_key=_secret(section.secret_access_key),
-        max_attempts=section.max_attempts,
-    )
+    settings = dynamo_settings(config)
     try:
         if section.create_table:
             create_table(settings)
@@ -127,13 +131,60 @@ def _open_kv(config: LakeMirrorConfig) -> KV:
     return kv
 
 
-def _register_s3(resolver: BlockResolver, config: LakeMirrorConfig) -> bool:
-    try:
-        from mirror.block.s3 import S3Settings, s3_store_factory
-    except ImportError:
-        return False
+def _s3_configured(section: S3Settings) -> bool:
+    """Return whether ``blockstore.s3`` names an endpoint, region or key (not only defaults)."""
+    fields = ("endpoint_url", "region", "access_key_id")
+    return any(getattr(section, f) is not None for f in fields) or bool(section.regions)
+
+
+def check_s3(config: LakeMirrorConfig) -> None:
+    """Verify that each configured S3 endpoint answers a ``ListBuckets`` with its credentials.
+
+    The schema names no bucket (buckets come with each repository's ``s3://`` namespace), so
+    the cheapest call proving endpoint and credentials is ``ListBuckets``. Nothing is checked
+    when ``blockstore.s3`` sets no endpoint, region, key or region entry, or when the ``s3``
+    extra is missing.
+
+    Raises:
+        UnavailableError: an endpoint is unreachable or refuses the credentials.
+    """
     section = config.blockstore.s3
-    settings = S3Settings(
+    if not _s3_configured(section):
+        return
+    try:
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectTimeoutError,
+            EndpointConnectionError,
+        )
+
+        from mirror.block.s3 import make_s3_client
+    except ImportError:
+        return
+    names: list[str | None] = [None, *section.regions]
+    for name in names:
+        merged = section.for_region(name)
+        where = f"blockstore.s3{'' if name is None else f'.regions.{name}'}"
+        endpoint = merged.endpoint_url or "AWS"
+        try:
+            client = make_s3_client(_block_settings(merged))
+            client.list_buckets()
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "error")
+            raise UnavailableError(
+                f"{where}: S3 at {endpoint} refused ListBuckets ({code})"
+            ) from None
+        except (EndpointConnectionError, ConnectTimeoutError) as exc:
+            raise UnavailableError(f"{where}: S3 at {endpoint} is unreachable: {exc}") from None
+        except BotoCoreError as exc:
+            raise UnavailableError(f"{where}: S3 at {endpoint}: {exc}") from None
+
+
+def _block_settings(section: S3Settings) -> BlockS3Settings:
+    from mirror.block.s3 import S3Settings as BlockS3Settings
+
+    return BlockS3Settings(
         endpoint_url=section.endpoint_url,
         region=section.region,
         access_key_id=section.access_key_id,
@@ -141,7 +192,14 @@ def _register_s3(resolver: BlockResolver, config: LakeMirrorConfig) -> bool:
         addressing_style=section.addressing_style,
         max_attempts=section.max_attempts,
     )
-    resolver.register("s3", s3_store_factory(settings))
+
+
+def _register_s3(resolver: BlockResolver, config: LakeMirrorConfig) -> bool:
+    try:
+        from mirror.block.s3 import s3_store_factory
+    except ImportError:
+        return False
+    resolver.register("s3", s3_store_factory(_block_settings(config.blockstore.s3)))
     return True
 
 
@@ -150,14 +208,21 @@ def open_catalog(config: LakeMirrorConfig) -> tuple[Catalog, tuple[str, ...]]:
 
     The KV is SQLite or DynamoDB (``kv.type``); ``local://`` namespaces live under
     ``blockstore.local.root``, and ``s3://`` ones are served when the ``s3`` extra is installed.
-    A DynamoDB table is checked (or created, with ``kv.dynamodb.create_table``) before returning.
+    A DynamoDB table is checked (or created, with ``kv.dynamodb.create_table``) and configured S3
+    endpoints are checked (:func:`check_s3`) before returning.
 
     Raises:
         ConfigurationError: the configured KV needs a driver that is not installed, or its
             settings are unusable.
-        UnavailableError: the KV cannot be reached, its table is missing, or access is refused.
+        UnavailableError: the KV cannot be reached, its table is missing, or access is refused;
+            or a configured S3 endpoint is unreachable or refuses the credentials.
     """
     kv = _open_kv(config)
+    try:
+        check_s3(config)
+    except BaseException:
+        kv.close()
+        raise
     root = config.local_root()
     root.mkdir(parents=True, exist_ok=True)
     resolver = BlockResolver(root.resolve())
@@ -169,7 +234,8 @@ def run_server(config: LakeMirrorConfig, *, out: TextIO, wait_for_setup: bool = 
     """Serve the API as ``config`` says until interrupted; return the exit code.
 
     Log lines go to standard error (JSON or console, per ``config.logging``); the first start's
-    generated credentials and the listening address are printed to ``out``.
+    generated credentials and the listening address are printed to ``out``. A start-up failure
+    (configuration, missing table, unreachable store) prints one line to standard error.
     """
     import uvicorn
 
@@ -178,10 +244,10 @@ def run_server(config: LakeMirrorConfig, *, out: TextIO, wait_for_setup: bool = 
     try:
         catalog, schemes = open_catalog(config)
     except ConfigurationError as exc:
-        print(f"lakemirror server: {exc}", file=out, flush=True)
+        print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
         return 2
     except UnavailableError as exc:
-        print(f"lakemirror server: {exc}", file=out, flush=True)
+        print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
         return 1
     root = config.local_root().resolve()
     try:
@@ -189,10 +255,10 @@ def run_server(config: LakeMirrorConfig, *, out: TextIO, wait_for_setup: bool = 
         try:
             bootstrap_auth(auth, config.auth, out, wait_for_setup=wait_for_setup)
         except ConfigurationError as exc:
-            print(f"lakemirror server: {exc}", file=out, flush=True)
+            print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
             return 2
         except UnavailableError as exc:
-            print(f"lakemirror server: {exc}", file=out, flush=True)
+            print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
             return 1
         app = create_app(catalog, auth, local_root=root, namespace_schemes=schemes)
         host, port = config.server.host, config.server.port
@@ -203,8 +269,6 @@ def run_server(config: LakeMirrorConfig, *, out: TextIO, wait_for_setup: bool = 
             host=host,
             port=port,
             log_level=config.logging.level,
-            log_config=None,
-            access_log=False,
             **UVICORN_OPTIONS,
         )
     finally:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +31,14 @@ class Server:
     access_key_id: str
     secret_access_key: str
     process: subprocess.Popen[bytes]
+    namespace_root: str = "local://"
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def namespace(self, name: str) -> str:
+        """Return the storage namespace a repository called ``name`` gets on this backend."""
+        return f"{self.namespace_root}{name}"
 
 
 def free_port() -> int:
@@ -69,16 +74,22 @@ def running_server(
     access_key_id: str = "",
     secret_access_key: str = "",
     args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    namespace_root: str = "local://",
 ) -> Iterator[Server]:
     """Run `lakemirror server` on a free port of 127.0.0.1 until the block ends.
 
     The admin's key goes in through the environment when given; the log collects the
-    process's stdout and stderr.
+    process's stdout and stderr. ``env`` adds variables (``LAKEMIRROR_*`` ones choosing the
+    backends, say); ``namespace_root`` is where :meth:`Server.namespace` puts repositories.
     """
-    env = {k: v for k, v in os.environ.items() if k not in (ADMIN_KEY_ENV, ADMIN_SECRET_ENV)}
+    environment = {
+        k: v for k, v in os.environ.items() if k not in (ADMIN_KEY_ENV, ADMIN_SECRET_ENV)
+    }
+    environment.update(env or {})
     if access_key_id:
-        env[ADMIN_KEY_ENV] = access_key_id
-        env[ADMIN_SECRET_ENV] = secret_access_key
+        environment[ADMIN_KEY_ENV] = access_key_id
+        environment[ADMIN_SECRET_ENV] = secret_access_key
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [
@@ -95,10 +106,12 @@ def running_server(
         *args,
     ]
     with open(log_path, "ab") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_healthy(process, url, log_path)
-        yield Server(url, data_dir, log_path, access_key_id, secret_access_key, process)
+        yield Server(
+            url, data_dir, log_path, access_key_id, secret_access_key, process, namespace_root
+        )
     finally:
         process.terminate()
         try:

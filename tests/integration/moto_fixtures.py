@@ -26,6 +26,7 @@ from mirror.kv.dynamodb import DynamoSettings, make_dynamodb_client
 
 __all__ = [
     "MotoServer",
+    "aws_backend_env",
     "create_bucket",
     "dynamo_settings",
     "dynamodb_client",
@@ -149,6 +150,30 @@ def dynamo_settings(server: MotoServer, table: str, **overrides: Any) -> DynamoS
         "max_attempts": 3,
     }
     return DynamoSettings(**{**base, **overrides})
+
+
+def aws_backend_env(
+    server: MotoServer, table: str, *, s3_endpoint_url: str | None = None, s3_max_attempts: int = 3
+) -> dict[str, str]:
+    """Return ``LAKEMIRROR_*`` variables putting a server's KV in ``table`` and objects in S3.
+
+    ``s3_endpoint_url`` sends S3 requests elsewhere than ``server`` (through a proxy, say).
+    """
+    return {
+        "LAKEMIRROR_KV__TYPE": "dynamodb",
+        "LAKEMIRROR_KV__DYNAMODB__TABLE": table,
+        "LAKEMIRROR_KV__DYNAMODB__ENDPOINT_URL": server.url,
+        "LAKEMIRROR_KV__DYNAMODB__REGION": server.region,
+        "LAKEMIRROR_KV__DYNAMODB__ACCESS_KEY_ID": ACCESS_KEY,
+        "LAKEMIRROR_KV__DYNAMODB__SECRET_ACCESS_KEY": SECRET_KEY,
+        "LAKEMIRROR_KV__DYNAMODB__CREATE_TABLE": "true",
+        "LAKEMIRROR_BLOCKSTORE__S3__ENDPOINT_URL": s3_endpoint_url or server.url,
+        "LAKEMIRROR_BLOCKSTORE__S3__REGION": server.region,
+        "LAKEMIRROR_BLOCKSTORE__S3__ACCESS_KEY_ID": ACCESS_KEY,
+        "LAKEMIRROR_BLOCKSTORE__S3__SECRET_ACCESS_KEY": SECRET_KEY,
+        "LAKEMIRROR_BLOCKSTORE__S3__ADDRESSING_STYLE": "path",
+        "LAKEMIRROR_BLOCKSTORE__S3__MAX_ATTEMPTS": str(s3_max_attempts),
+    }
 
 
 def create_bucket(server: MotoServer, client: Any, name: str | None = None) -> str:

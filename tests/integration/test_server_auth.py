@@ -125,6 +125,7 @@ def _writes(repo: str) -> list[tuple[str, str, dict[str, object]]]:
     ]
 
 
+@pytest.mark.both_backends
 def test_reader_gets_403_on_every_write(seeded: lakefs.Repository, make_user: MakeUser) -> None:
     reader = make_user("Readers")
     for method, path, kwargs in _writes(seeded.id):
@@ -320,13 +321,14 @@ def test_no_secret_in_logs_or_later_responses(
         assert secret not in log
 
 
+@pytest.mark.both_backends
 def test_read_only_repository_refuses_every_write(
-    http: httpx.Client, client: lakefs.Client
+    server: Server, http: httpx.Client, client: lakefs.Client
 ) -> None:
     name = unique("mirror")
     created = http.post(
         "/repositories",
-        json={"name": name, "storage_namespace": f"local://{name}", "read_only": True},
+        json={"name": name, "storage_namespace": server.namespace(name), "read_only": True},
     )
     assert created.status_code == 201 and created.json()["read_only"] is True
     http.post(f"/repositories/{name}/tags", json={"id": "v1", "ref": "main"})

@@ -111,7 +111,7 @@ def test_missing_table_stops_the_server_with_one_line(
         check=False,
     )
     assert result.returncode == 1
-    (line,) = [ln for ln in result.stdout.splitlines() if ln.startswith("lakemirror server:")]
+    (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("lakemirror server:")]
     assert table in line and "missing" in line
     assert SECRET_KEY not in result.stdout + result.stderr
 

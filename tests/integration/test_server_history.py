@@ -41,6 +41,7 @@ def test_log_of_many_commits_pages(repo: lakefs.Repository, http: httpx.Client) 
     ]
 
 
+@pytest.mark.both_backends
 def test_log_first_parent(repo: lakefs.Repository) -> None:
     main = repo.branch("main")
     dev = repo.branch("dev").create("main")
@@ -55,6 +56,7 @@ def test_log_first_parent(repo: lakefs.Repository) -> None:
     assert dev_commit not in first_parent and len(first_parent) == 3
 
 
+@pytest.mark.both_backends
 def test_two_dot_and_three_dot_diff(repo: lakefs.Repository, http: httpx.Client) -> None:
     main = repo.branch("main")
     main.object("keep").upload(b"k")
@@ -103,6 +105,7 @@ def test_two_dot_and_three_dot_diff(repo: lakefs.Repository, http: httpx.Client)
     assert [d["path"] for d in default["results"]] == ["dir/change", "dir/deep/add", "dir/remove"]
 
 
+@pytest.mark.both_backends
 def test_uncommitted_diff_and_reset(repo: lakefs.Repository, http: httpx.Client) -> None:
     main = repo.branch("main")
     for path in ("a/1", "a/2", "b/1", "c"):
@@ -139,6 +142,7 @@ def test_uncommitted_diff_and_reset(repo: lakefs.Repository, http: httpx.Client)
         main.reset_changes(path_type="object")
 
 
+@pytest.mark.both_backends
 def test_revert(repo: lakefs.Repository) -> None:
     main = repo.branch("main")
     main.object("a").upload(b"1")
@@ -155,6 +159,7 @@ def test_revert(repo: lakefs.Repository) -> None:
         main.revert(bad)
 
 
+@pytest.mark.both_backends
 def test_cherry_pick(repo: lakefs.Repository) -> None:
     main = repo.branch("main")
     dev = repo.branch("dev").create("main")
@@ -170,6 +175,7 @@ def test_cherry_pick(repo: lakefs.Repository) -> None:
     assert main.head.id == picked.id
 
 
+@pytest.mark.both_backends
 def test_merge_outcomes(repo: lakefs.Repository, http: httpx.Client) -> None:
     main = repo.branch("main")
     main.object("shared").upload(b"base")
@@ -202,6 +208,7 @@ def test_merge_outcomes(repo: lakefs.Repository, http: httpx.Client) -> None:
     assert bad.status_code == 400
 
 
+@pytest.mark.both_backends
 def test_merge_of_empty_tree_into_initial_commit(repo: lakefs.Repository) -> None:
     dev = repo.branch("dev").create("main")
     dev.object("tmp").upload(b"t")
@@ -211,6 +218,7 @@ def test_merge_of_empty_tree_into_initial_commit(repo: lakefs.Repository) -> Non
     assert dev.merge_into(repo.branch("main"))
 
 
+@pytest.mark.both_backends
 def test_transact(repo: lakefs.Repository) -> None:
     main = repo.branch("main")
     with main.transact(commit_message="tx commit", commit_metadata={"via": "tx"}) as tx:

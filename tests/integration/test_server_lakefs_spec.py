@@ -20,6 +20,7 @@ def fs(server: Server) -> LakeFSFileSystem:
     )
 
 
+@pytest.mark.both_backends
 def test_pandas_parquet_round_trip_at_a_commit(
     server: Server, fs: LakeFSFileSystem, repo: lakefs.Repository
 ) -> None:
@@ -49,6 +50,7 @@ def test_pandas_parquet_round_trip_at_a_commit(
     )
 
 
+@pytest.mark.both_backends
 def test_filesystem_basics(fs: LakeFSFileSystem, repo: lakefs.Repository, tmp_path: Path) -> None:
     base = f"{repo.id}/main"
     fs.pipe(f"{base}/dir/a.txt", b"alpha")
@@ -67,6 +69,7 @@ def test_filesystem_basics(fs: LakeFSFileSystem, repo: lakefs.Repository, tmp_pa
     assert not fs.exists(f"{base}/dir/a.txt")
 
 
+@pytest.mark.both_backends
 def test_filesystem_transaction(fs: LakeFSFileSystem, repo: lakefs.Repository) -> None:
     with fs.transaction(repo.id, "main") as tx:
         fs.pipe(f"{repo.id}/{tx.branch.id}/tx.txt", b"in a transaction")

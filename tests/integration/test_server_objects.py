@@ -14,6 +14,7 @@ from lakefs.exceptions import NotFoundException, ObjectExistsException, ObjectNo
 BIG = 32 * 1024 * 1024 + 1
 
 
+@pytest.mark.both_backends
 def test_upload_empty_small_and_big_objects(repo: lakefs.Repository) -> None:
     main = repo.branch("main")
     big = os.urandom(BIG)
@@ -42,6 +43,7 @@ def test_upload_empty_small_and_big_objects(repo: lakefs.Repository) -> None:
         assert f.read() == big[-5:]
 
 
+@pytest.mark.both_backends
 def test_ranged_reads(repo: lakefs.Repository, http: httpx.Client) -> None:
     main = repo.branch("main")
     data = bytes(range(256)) * 4
@@ -80,6 +82,7 @@ def test_ranged_reads(repo: lakefs.Repository, http: httpx.Client) -> None:
         assert f.read(10) == b""
 
 
+@pytest.mark.both_backends
 def test_head_stat_and_exists(repo: lakefs.Repository, http: httpx.Client) -> None:
     main = repo.branch("main")
     main.object("dir/file").upload(b"abc", content_type="text/csv")
@@ -102,6 +105,7 @@ def test_head_stat_and_exists(repo: lakefs.Repository, http: httpx.Client) -> No
     assert isinstance(stat["mtime"], int) and stat["metadata"] == {}
 
 
+@pytest.mark.both_backends
 def test_exclusive_upload_refuses_existing_paths(
     repo: lakefs.Repository, http: httpx.Client
 ) -> None:
@@ -147,6 +151,30 @@ def test_listing_with_and_without_delimiter_over_pages(repo: lakefs.Repository) 
     assert [o.path for o in repo.ref(ref.id).objects()] == sorted(paths)
 
 
+@pytest.mark.both_backends
+def test_small_listing_over_pages(repo: lakefs.Repository, http: httpx.Client) -> None:
+    main = repo.branch("main")
+    paths = sorted([f"d/{i:02}.txt" for i in range(11)] + ["e/x.txt", "top.txt"])
+    for path in paths:
+        main.object(path).upload(path.encode(), pre_sign=False)
+    url = f"/repositories/{repo.id}/refs/main/objects/ls"
+    seen: list[str] = []
+    after = ""
+    while True:
+        page = http.get(url, params={"amount": 4, "after": after}).json()
+        seen += [row["path"] for row in page["results"]]
+        if not page["pagination"]["has_more"]:
+            break
+        after = page["pagination"]["next_offset"]
+    assert seen == paths
+    assert [o.path for o in main.objects(amount=3)] == paths
+    top = [o.path for o in main.objects(delimiter="/", amount=1)]
+    assert top == ["d/", "e/", "top.txt"]
+    commit = main.commit("13 objects")
+    assert [o.path for o in repo.ref(commit.id).objects(prefix="d/", amount=5)] == paths[:11]
+
+
+@pytest.mark.both_backends
 def test_listing_rows_have_required_fields(repo: lakefs.Repository, http: httpx.Client) -> None:
     main = repo.branch("main")
     main.object("a/b").upload(b"x")
@@ -169,6 +197,7 @@ def test_listing_rows_have_required_fields(repo: lakefs.Repository, http: httpx.
     assert object_row["size_bytes"] == 1 and object_row["metadata"] == {}
 
 
+@pytest.mark.both_backends
 def test_delete_single_and_bulk(repo: lakefs.Repository) -> None:
     main = repo.branch("main")
     for name in ("a", "b", "c", "d"):
@@ -193,6 +222,7 @@ def test_bulk_delete_refuses_over_1000_paths(repo: lakefs.Repository, http: http
     assert response.status_code == 400
 
 
+@pytest.mark.both_backends
 def test_copy_object(repo: lakefs.Repository) -> None:
     main = repo.branch("main")
     main.object("src.json").upload(

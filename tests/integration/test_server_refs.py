@@ -51,16 +51,18 @@ def test_config_requires_credentials(server: Server) -> None:
         _ = anonymous.version
 
 
-def test_repository_lifecycle(client: lakefs.Client, http: httpx.Client) -> None:
+@pytest.mark.both_backends
+def test_repository_lifecycle(server: Server, client: lakefs.Client, http: httpx.Client) -> None:
     name = unique("life")
-    repo = lakefs.Repository(name, client=client).create(f"local://{name}", default_branch="trunk")
+    namespace = server.namespace(name)
+    repo = lakefs.Repository(name, client=client).create(namespace, default_branch="trunk")
     props = repo.properties
     assert (props.id, props.default_branch, props.storage_id) == (name, "trunk", "")
-    assert props.storage_namespace == f"local://{name}"
+    assert props.storage_namespace == namespace
     assert isinstance(props.creation_date, int)
     with pytest.raises(ConflictException):
-        lakefs.Repository(name, client=client).create(f"local://{name}-2")
-    again = lakefs.Repository(name, client=client).create(f"local://{name}", exist_ok=True)
+        lakefs.Repository(name, client=client).create(f"{namespace}-2")
+    again = lakefs.Repository(name, client=client).create(namespace, exist_ok=True)
     assert again.properties.default_branch == "trunk"
     assert repo.metadata == {}
     assert name in [r.id for r in lakefs.repositories(client=client, prefix="life-")]
@@ -91,11 +93,14 @@ def test_repository_creation_rejects_bad_input(client: lakefs.Client, http: http
         assert response.json()["message"]
 
 
-def test_repository_list_paginates(client: lakefs.Client, http: httpx.Client) -> None:
+@pytest.mark.both_backends
+def test_repository_list_paginates(
+    server: Server, client: lakefs.Client, http: httpx.Client
+) -> None:
     prefix = unique("page")
     names = [f"{prefix}-{i}" for i in range(5)]
     for n in names:
-        lakefs.Repository(n, client=client).create(f"local://{n}")
+        lakefs.Repository(n, client=client).create(server.namespace(n))
     try:
         page = http.get("/repositories", params={"prefix": prefix, "amount": 2}).json()
         assert page["pagination"] == {
@@ -117,6 +122,7 @@ def test_repository_list_paginates(client: lakefs.Client, http: httpx.Client) ->
             lakefs.Repository(n, client=client).delete()
 
 
+@pytest.mark.both_backends
 def test_branch_lifecycle(repo: lakefs.Repository, http: httpx.Client) -> None:
     main = repo.branch("main")
     head = main.head.id
@@ -149,6 +155,7 @@ def test_branch_lifecycle(repo: lakefs.Repository, http: httpx.Client) -> None:
     assert [b.id for b in repo.branches()] == ["main", "plain"]
 
 
+@pytest.mark.both_backends
 def test_hidden_branches_are_not_listed(repo: lakefs.Repository, http: httpx.Client) -> None:
     repo.branch("secret").create("main", hidden=True)
     assert [b.id for b in repo.branches()] == ["main"]
@@ -156,6 +163,7 @@ def test_hidden_branches_are_not_listed(repo: lakefs.Repository, http: httpx.Cli
     assert [b["id"] for b in shown.json()["results"]] == ["main", "secret"]
 
 
+@pytest.mark.both_backends
 def test_tag_lifecycle(repo: lakefs.Repository, http: httpx.Client) -> None:
     main = repo.branch("main")
     main.object("a").upload(b"a")
@@ -182,6 +190,7 @@ def test_tag_lifecycle(repo: lakefs.Repository, http: httpx.Client) -> None:
     assert [t.id for t in repo.tags()] == ["v0"]
 
 
+@pytest.mark.both_backends
 def test_commit_lifecycle(repo: lakefs.Repository, http: httpx.Client) -> None:
     main = repo.branch("main")
     with pytest.raises(BadRequestException) as err:
