@@ -1,0 +1,658 @@
+"""Latency and throughput of the lakeFS-compatible API, beside a bare FastAPI endpoint.
+
+Run ``python -m bench.api`` (options: ``--requests``, ``--concurrency``, ``--log-level``). It
+starts two separate processes on free ports of 127.0.0.1, both under uvicorn with the options
+``lakemirror server`` uses (:data:`mirror.cli.server.UVICORN_OPTIONS`, one worker, the same log
+level):
+
+- ``lakemirror server`` on the embedded default (SQLite KV + local disk) in a temporary data
+  directory, with a bootstrap administrator whose key the requests sign with (HTTP Basic). No
+  ``LAKEMIRROR_*`` variable of the caller's environment reaches it (``LAKEMIRROR_CONFIG``
+  included), so no configuration file or setting can move it off the embedded default;
+- a bare FastAPI app with two endpoints: ``GET /small`` answers a small JSON body, and
+  ``POST /upload`` reads a 1 KiB body and answers a small JSON body.
+
+Against the server it measures, at each concurrency (threads, one keep-alive ``httpx.Client``
+each), ``--requests`` requests of:
+
+- **stat**: ``GET /refs/main/objects/stat`` of one of 1,000 committed 1 KiB objects;
+- **upload 1 KiB**: ``POST /branches/uploads/objects`` to a new path each time;
+- **read 1 KiB**: ``GET /refs/main/objects`` of one of the 1,000 objects;
+- **list 1,000**: ``GET /refs/main/objects/ls?amount=1000``, one full page;
+- **create branch**: ``POST /branches`` from ``main``, a new name each time;
+- **commit 1 change**: ``POST /branches/{branch}/commits`` of one staged 1 KiB upload. The upload
+  before each commit is not timed. Each thread commits to a branch of its own, so at concurrency
+  16 the commits go to 16 branches: the figure is the server's, not one branch's contention.
+
+Object operations are compared with the bare ``GET`` (stat, read, list) or ``POST`` (upload);
+branch operations with the bare ``POST``. Each thread makes one untimed request first (connection
+set-up, warm caches); percentiles are over the timed requests, throughput is timed requests per
+second of the cell's wall time (for commits, the untimed uploads are inside that wall time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import platform
+import random
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request
+
+from mirror.cli.server import UVICORN_OPTIONS
+
+__all__ = ["COLUMNS", "main"]
+
+ROOT = Path(__file__).resolve().parent.parent
+API = "/api/v1"
+REPO = "bench"
+OBJECTS = 1000
+BODY_SIZE = 1024
+STARTUP_DEADLINE = 60.0
+REQUEST_TIMEOUT = 120.0
+OBJECT_TARGET_MS = 25.0
+BRANCH_TARGET_MS = 30.0
+DEFAULT_REQUESTS = 300
+DEFAULT_CONCURRENCY = (1, 16)
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+COLUMNS = (
+    "operation",
+    "conc.",
+    "requests",
+    "p50 ms",
+    "p90 ms",
+    "req/s",
+    "server CPU ms/req",
+    "bare p50 ms",
+    "p50 ratio",
+    "lakeFS p90 target",
+)
+
+
+def _body(tag: str) -> bytes:
+    return f"{tag}\n".encode().ljust(BODY_SIZE, b".")[:BODY_SIZE]
+
+
+def _list_path(i: int) -> str:
+    return f"list/part-{i:04d}.bin"
+
+
+def _check(response: httpx.Response, *expected: int) -> httpx.Response:
+    if response.status_code not in expected:
+        raise RuntimeError(
+            f"{response.request.method} {response.request.url.path} answered "
+            f"{response.status_code}: {response.text[:300]}"
+        )
+    return response
+
+
+def _timed(send: Callable[[], httpx.Response], *expected: int) -> float:
+    start = time.perf_counter()
+    response = send()
+    elapsed = time.perf_counter() - start
+    _check(response, *expected)
+    return elapsed
+
+
+class Operation:
+    """One kind of request: how to prepare for a cell and how to send one timed request."""
+
+    name = ""
+    kind = "object"
+    bare = "GET"
+
+    def prepare(self, clients: Sequence[httpx.Client], concurrency: int) -> None:
+        """Set up what the cell's requests need (not timed)."""
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        """Send request ``i`` from thread ``worker``; return its latency in seconds."""
+        raise NotImplementedError
+
+
+class BareGet(Operation):
+    name = "bare GET (small JSON)"
+    kind = "bare"
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        return _timed(lambda: client.get("/small"), 200)
+
+
+class BarePost(Operation):
+    name = "bare POST (1 KiB body)"
+    kind = "bare"
+    bare = "POST"
+
+    def __init__(self) -> None:
+        self.data = _body("bare")
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        return _timed(lambda: client.post("/upload", content=self.data), 201)
+
+
+class Stat(Operation):
+    name = "stat object"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        params = {"path": _list_path(self.rng.randrange(OBJECTS))}
+        url = f"{API}/repositories/{REPO}/refs/main/objects/stat"
+        return _timed(lambda: client.get(url, params=params), 200)
+
+
+class Read(Operation):
+    name = "read 1 KiB"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        params = {"path": _list_path(self.rng.randrange(OBJECTS))}
+        url = f"{API}/repositories/{REPO}/refs/main/objects"
+        start = time.perf_counter()
+        response = client.get(url, params=params)
+        elapsed = time.perf_counter() - start
+        if len(_check(response, 200).content) != BODY_SIZE:
+            raise RuntimeError(f"read {params['path']}: {len(response.content)} bytes")
+        return elapsed
+
+
+class Upload(Operation):
+    name = "upload 1 KiB"
+    bare = "POST"
+
+    def __init__(self) -> None:
+        self.counter = itertools.count()
+        self.url = f"{API}/repositories/{REPO}/branches/uploads/objects"
+
+    def prepare(self, clients: Sequence[httpx.Client], concurrency: int) -> None:
+        _create_branch(clients[0], "uploads", exist_ok=True)
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        n = next(self.counter)
+        params = {"path": f"upload/{n:07d}.bin"}
+        data = _body(params["path"])
+        return _timed(lambda: client.post(self.url, params=params, content=data), 201)
+
+
+class ListPage(Operation):
+    name = f"list {OBJECTS:,} objects"
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        params = {"prefix": "list/", "amount": str(OBJECTS)}
+        url = f"{API}/repositories/{REPO}/refs/main/objects/ls"
+        start = time.perf_counter()
+        response = client.get(url, params=params)
+        elapsed = time.perf_counter() - start
+        results = _check(response, 200).json()["pagination"]["results"]
+        if results != OBJECTS:
+            raise RuntimeError(f"list answered {results} objects, expected {OBJECTS}")
+        return elapsed
+
+
+class CreateBranch(Operation):
+    name = "create branch"
+    kind = "branch"
+    bare = "POST"
+
+    def __init__(self) -> None:
+        self.counter = itertools.count()
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        body = {"name": f"b-{next(self.counter):07d}", "source": "main"}
+        url = f"{API}/repositories/{REPO}/branches"
+        return _timed(lambda: client.post(url, json=body), 201)
+
+
+class Commit(Operation):
+    name = "commit 1 change"
+    kind = "branch"
+    bare = "POST"
+
+    def __init__(self) -> None:
+        self.cells = itertools.count()
+        self.branches: list[str] = []
+        self.counter = itertools.count()
+
+    def prepare(self, clients: Sequence[httpx.Client], concurrency: int) -> None:
+        cell = next(self.cells)
+        self.branches = [f"commit-{cell}-{w:02d}" for w in range(concurrency)]
+        for branch in self.branches:
+            _create_branch(clients[0], branch)
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        branch = self.branches[worker]
+        path = f"commit/{next(self.counter):07d}.bin"
+        upload = f"{API}/repositories/{REPO}/branches/{branch}/objects"
+        _check(client.post(upload, params={"path": path}, content=_body(path)), 201)
+        url = f"{API}/repositories/{REPO}/branches/{branch}/commits"
+        body = {"message": f"bench {path}"}
+        return _timed(lambda: client.post(url, json=body), 201)
+
+
+def _create_branch(client: httpx.Client, name: str, *, exist_ok: bool = False) -> None:
+    url = f"{API}/repositories/{REPO}/branches"
+    response = client.post(url, json={"name": name, "source": "main"})
+    _check(response, 201, 409) if exist_ok else _check(response, 201)
+
+
+@dataclass
+class Cell:
+    """The timed requests of one operation at one concurrency."""
+
+    operation: Operation
+    concurrency: int
+    latencies: list[float]
+    wall: float
+    cpu: float | None
+
+    def percentile_ms(self, q: float) -> float:
+        """Return the ``q``-th percentile (nearest rank) of the latencies in milliseconds."""
+        ordered = sorted(self.latencies)
+        rank = max(1, -(-len(ordered) * q // 100))
+        return ordered[int(rank) - 1] * 1000.0
+
+    @property
+    def throughput(self) -> float:
+        """Return timed requests per second of wall time."""
+        return len(self.latencies) / self.wall if self.wall > 0 else 0.0
+
+    @property
+    def cpu_ms(self) -> float | None:
+        """Return the server process's CPU milliseconds per timed request."""
+        return None if self.cpu is None else self.cpu * 1000.0 / len(self.latencies)
+
+
+def process_cpu(pid: int) -> float | None:
+    """Return the user + system CPU seconds of process ``pid`` so far (``None``: unknown)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_cell(
+    operation: Operation,
+    clients: Sequence[httpx.Client],
+    concurrency: int,
+    requests: int,
+    server_pid: int,
+) -> Cell:
+    """Send ``requests`` timed requests of ``operation`` from ``concurrency`` threads."""
+    operation.prepare(clients, concurrency)
+    counter = itertools.count()
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    errors: list[BaseException] = []
+    ready = threading.Barrier(concurrency + 1, timeout=REQUEST_TIMEOUT)
+
+    def work(worker: int) -> None:
+        client = clients[worker]
+        try:
+            operation.call(client, worker, -1)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            ready.wait()
+        while not errors:
+            i = next(counter)
+            if i >= requests:
+                return
+            try:
+                latencies[worker].append(operation.call(client, worker, i))
+            except Exception as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(concurrency)]
+    for t in threads:
+        t.start()
+    ready.wait()
+    cpu_before = process_cpu(server_pid)
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    cpu_after = process_cpu(server_pid)
+    if errors:
+        raise SystemExit(f"{operation.name} at concurrency {concurrency}: {errors[0]}")
+    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return Cell(operation, concurrency, [x for part in latencies for x in part], wall, cpu)
+
+
+def free_port() -> int:
+    """Return a TCP port of 127.0.0.1 that is free now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_healthy(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_DEADLINE
+    with httpx.Client(timeout=1.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.get(url).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None:
+                raise SystemExit(f"{url}: process exited with {process.returncode}:\n{_tail(log)}")
+            time.sleep(0.05)
+    raise SystemExit(f"{url}: not healthy within {STARTUP_DEADLINE:.0f} s:\n{_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+
+
+@contextmanager
+def _process(
+    command: Sequence[str], health_url: str, log: Path, env: dict[str, str]
+) -> Iterator[subprocess.Popen[bytes]]:
+    with open(log, "ab") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait_healthy(process, health_url, log)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMIRROR_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+@contextmanager
+def lakemirror_server(tmp: Path, log_level: str) -> Iterator[tuple[str, tuple[str, str], int]]:
+    """Run ``lakemirror server`` on a temporary data directory.
+
+    Yields its URL, the administrator's key and the process ID.
+    """
+    key = ("AKIAJ" + secrets.token_hex(8).upper()[:15], secrets.token_urlsafe(30))
+    env = _env()
+    env["LAKEMIRROR_ADMIN_ACCESS_KEY_ID"], env["LAKEMIRROR_ADMIN_SECRET_ACCESS_KEY"] = key
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "mirror.cli.main", "server", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--data-dir", str(tmp / "data"), "--log-level", log_level]
+    with _process(command, f"{url}/healthz", tmp / "server.log", env) as process:
+        yield url, key, process.pid
+
+
+@contextmanager
+def bare_server(tmp: Path, log_level: str) -> Iterator[tuple[str, int]]:
+    """Run the bare FastAPI app of this module in its own process; yield its URL and PID."""
+    port = free_port()
+    command = [sys.executable, "-m", "bench.api", "--serve-bare", str(port)]
+    command += ["--log-level", log_level]
+    url = f"http://127.0.0.1:{port}"
+    with _process(command, f"{url}/small", tmp / "bare.log", _env()) as process:
+        yield url, process.pid
+
+
+def bare_app() -> FastAPI:
+    """Return the bare FastAPI app: a small JSON ``GET`` and a 1 KiB body ``POST``."""
+    app = FastAPI()
+
+    @app.get("/small")
+    def small() -> dict[str, Any]:
+        return {"id": "main", "commit_id": "0" * 64}
+
+    @app.post("/upload", status_code=201)
+    async def upload(request: Request) -> dict[str, Any]:
+        body = await request.body()
+        return {"path": "upload", "size_bytes": len(body)}
+
+    return app
+
+
+def serve_bare(port: int, log_level: str) -> int:
+    """Serve :func:`bare_app` on 127.0.0.1 with ``lakemirror server``'s uvicorn options."""
+    import uvicorn
+
+    uvicorn.run(bare_app(), host="127.0.0.1", port=port, log_level=log_level, **UVICORN_OPTIONS)
+    return 0
+
+
+@contextmanager
+def _clients(
+    url: str, count: int, auth: tuple[str, str] | None = None
+) -> Iterator[list[httpx.Client]]:
+    with ExitStack() as stack:
+        yield [
+            stack.enter_context(httpx.Client(base_url=url, auth=auth, timeout=REQUEST_TIMEOUT))
+            for _ in range(count)
+        ]
+
+
+def _populate(clients: Sequence[httpx.Client]) -> None:
+    """Create the repository with 1,000 committed 1 KiB objects under ``list/``."""
+    body = {"name": REPO, "storage_namespace": f"local://{REPO}", "default_branch": "main"}
+    _check(clients[0].post(f"{API}/repositories", json=body), 201)
+    url = f"{API}/repositories/{REPO}/branches/main/objects"
+    paths = iter(range(OBJECTS))
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def upload(client: httpx.Client) -> None:
+        while not errors:
+            with lock:
+                i = next(paths, None)
+            if i is None:
+                return
+            path = _list_path(i)
+            try:
+                _check(client.post(url, params={"path": path}, content=_body(path)), 201)
+            except Exception as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=upload, args=(c,), daemon=True) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise SystemExit(f"populating the repository: {errors[0]}")
+    commit = f"{API}/repositories/{REPO}/branches/main/commits"
+    _check(clients[0].post(commit, json={"message": f"{OBJECTS} objects"}), 201)
+
+
+def machine() -> str:
+    """Return a one-line description of this machine, Python and the HTTP stack."""
+    import fastapi
+    import uvicorn
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()} "
+        f"({platform.python_implementation()}), FastAPI {fastapi.__version__}, "
+        f"uvicorn {uvicorn.__version__}, httpx {httpx.__version__}, "
+        f"{platform.system()} {platform.release()}"
+    )
+
+
+def _target(cell: Cell) -> str:
+    limit = {"object": OBJECT_TARGET_MS, "branch": BRANCH_TARGET_MS}.get(cell.operation.kind)
+    if limit is None:
+        return "-"
+    verdict = "met" if cell.percentile_ms(90) < limit else "missed"
+    return f"< {limit:.0f} ms: {verdict}"
+
+
+def _row(cell: Cell, bare: dict[tuple[str, int], Cell]) -> list[str]:
+    p50 = cell.percentile_ms(50)
+    base = bare.get((cell.operation.bare, cell.concurrency))
+    if cell.operation.kind == "bare" or base is None:
+        base_p50, ratio = "-", "-"
+    else:
+        base_p50 = f"{base.percentile_ms(50):.2f}"
+        ratio = f"{p50 / base.percentile_ms(50):.1f}x"
+    return [
+        cell.operation.name,
+        str(cell.concurrency),
+        f"{len(cell.latencies):,}",
+        f"{p50:.2f}",
+        f"{cell.percentile_ms(90):.2f}",
+        f"{cell.throughput:,.0f}",
+        "-" if cell.cpu_ms is None else f"{cell.cpu_ms:.2f}",
+        base_p50,
+        ratio,
+        _target(cell),
+    ]
+
+
+def format_table(cells: Sequence[Cell]) -> str:
+    """Return the cells as a Markdown table, each server row beside its bare baseline."""
+    bare = {(c.operation.bare, c.concurrency): c for c in cells if c.operation.kind == "bare"}
+    rows = [list(COLUMNS), *(_row(c, bare) for c in cells)]
+    widths = [max(len(row[c]) for row in rows) for c in range(len(COLUMNS))]
+    lines = []
+    for k, row in enumerate(rows):
+        cells_ = [
+            cell.ljust(w) if c == 0 or not k else cell.rjust(w)
+            for c, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("| " + " | ".join(cells_) + " |")
+        if k == 0:
+            lines.append(
+                "|"
+                + "|".join(
+                    ("-" * (w + 2)) if c == 0 else "-" * (w + 1) + ":" for c, w in enumerate(widths)
+                )
+                + "|"
+            )
+    return "\n".join(lines)
+
+
+def _log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run(requests: int, concurrencies: Sequence[int], log_level: str, seed: int) -> list[Cell]:
+    """Start both servers, measure every cell, stop both servers; return the cells."""
+    most = max(concurrencies)
+    cells: list[Cell] = []
+    with tempfile.TemporaryDirectory(prefix="bench-api-") as name, ExitStack() as stack:
+        tmp = Path(name)
+        bare_url, bare_pid = stack.enter_context(bare_server(tmp, log_level))
+        url, key, pid = stack.enter_context(lakemirror_server(tmp, log_level))
+        bare_clients = stack.enter_context(_clients(bare_url, most))
+        clients = stack.enter_context(_clients(url, most, key))
+        _log(f"populating {REPO!r} with {OBJECTS:,} objects")
+        _populate(clients)
+        bare_ops: list[Operation] = [BareGet(), BarePost()]
+        ops: list[Operation] = [
+            Stat(seed),
+            Upload(),
+            Read(seed + 1),
+            ListPage(),
+            CreateBranch(),
+            Commit(),
+        ]
+        for concurrency in concurrencies:
+            for op in bare_ops:
+                _log(f"{op.name} at concurrency {concurrency}")
+                cells.append(run_cell(op, bare_clients, concurrency, requests, bare_pid))
+        for concurrency in concurrencies:
+            for op in ops:
+                _log(f"{op.name} at concurrency {concurrency}")
+                cells.append(run_cell(op, clients, concurrency, requests, pid))
+    order = {op: k for k, op in enumerate(dict.fromkeys(c.operation.name for c in cells))}
+    return sorted(cells, key=lambda c: (order[c.operation.name], c.concurrency))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark and print the table."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.api",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--requests", type=int, default=DEFAULT_REQUESTS, help="timed requests per cell"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_CONCURRENCY),
+        help="client threads (one cell per value)",
+    )
+    parser.add_argument(
+        "--log-level", default="warning", choices=LOG_LEVELS, help="uvicorn's, for both servers"
+    )
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_bare is not None:
+        return serve_bare(args.serve_bare, args.log_level)
+    if args.requests < 1 or any(c < 1 for c in args.concurrency):
+        parser.error("--requests and --concurrency must be positive")
+    concurrencies = sorted(set(args.concurrency))
+    started, load = time.perf_counter(), os.getloadavg()[0]
+    cells = run(args.requests, concurrencies, args.log_level, args.seed)
+    print(f"machine: {machine()}")
+    print(
+        f"command: python -m bench.api --requests {args.requests} "
+        f"--concurrency {' '.join(map(str, concurrencies))} --log-level {args.log_level}"
+    )
+    most = max(concurrencies)
+    for note in (
+        "servers: lakemirror server (embedded SQLite + local disk, HTTP Basic auth) and a bare "
+        "FastAPI app, each one uvicorn process on 127.0.0.1 with the same options "
+        f"({', '.join(f'{k}={v!r}' for k, v in UVICORN_OPTIONS.items())}, "
+        f"log_level={args.log_level!r}, one worker)",
+        f"client: one thread per unit of concurrency ({most} at most), one keep-alive "
+        "httpx.Client each, on the same machine as the servers",
+        f"commit: one branch per thread ({most} branches at concurrency {most}, so no two "
+        "commits contend for one branch); each commits one 1 KiB upload staged just before, "
+        "untimed",
+        "p50 ratio: p50 over the bare endpoint's p50 at the same concurrency (bare GET for "
+        "stat, read and list; bare POST for upload, create branch and commit)",
+        "server CPU ms/req: the server process's user + system CPU during the cell per timed "
+        "request (for commits it includes the staging upload)",
+    ):
+        print(note)
+    print()
+    print(format_table(cells))
+    print()
+    print(
+        f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "
+        f"{load:.2f} at start, {os.getloadavg()[0]:.2f} at end"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
