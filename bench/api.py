@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import platform
 import random
 import secrets
 import socket
@@ -53,6 +52,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI, Request
 
+from bench.machine import describe
 from mirror.cli.server import UVICORN_OPTIONS
 
 __all__ = ["COLUMNS", "main"]
@@ -486,19 +486,10 @@ def machine() -> str:
     import fastapi
     import uvicorn
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()} "
-        f"({platform.python_implementation()}), FastAPI {fastapi.__version__}, "
-        f"uvicorn {uvicorn.__version__}, httpx {httpx.__version__}, "
-        f"{platform.system()} {platform.release()}"
+    return describe(
+        ("FastAPI", fastapi.__version__),
+        ("uvicorn", uvicorn.__version__),
+        ("httpx", httpx.__version__),
     )
 
 

@@ -23,8 +23,6 @@ network latency.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import random
 import statistics
 import sys
@@ -35,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.machine import describe
 from mirror.block.resolver import BlockResolver
 from mirror.core import Catalog
 from mirror.kv.sqlite import SqliteKV
@@ -174,22 +173,10 @@ def run_backend(
 
 def machine() -> str:
     """Return a one-line description of this machine and the drivers' libraries."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     import boto3
     import moto
 
-    return (
-        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()} "
-        f"({platform.python_implementation()}), boto3 {boto3.__version__}, "
-        f"moto {moto.__version__}, {platform.system()} {platform.release()}"
-    )
+    return describe(("boto3", boto3.__version__), ("moto", moto.__version__))
 
 
 def _ms(seconds: float) -> str:

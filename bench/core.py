@@ -26,7 +26,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import random
 import resource
 import statistics
@@ -38,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.machine import describe
 from mirror.core import Catalog, Entry, WriteStats, open_embedded
 from mirror.core.diff import diff_trees
 
@@ -285,21 +285,9 @@ def _measure(n: int, repeat: int, seed: int) -> dict[str, Any]:
 
 def machine() -> str:
     """Return a one-line description of this machine and Python."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     import pyarrow
 
-    return (
-        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()} "
-        f"({platform.python_implementation()}), pyarrow {pyarrow.__version__}, "
-        f"{platform.system()} {platform.release()}"
-    )
+    return describe(("pyarrow", pyarrow.__version__))
 
 
 def _row(r: dict[str, Any]) -> list[str]:
