@@ -100,22 +100,31 @@ class S3Settings:
             raise ValueError(f"max_attempts {self.max_attempts} is below 1")
 
 
-def make_s3_client(settings: S3Settings) -> S3Client:
-    """Return a thread-safe boto3 S3 client configured by ``settings``."""
-    session = boto3.session.Session(
-        aws_access_key_id=settings.access_key_id,
-        aws_secret_access_key=settings.secret_access_key,
-        aws_session_token=settings.session_token,
-        region_name=settings.region,
-    )
-    config = Config(
+def session_options(settings: S3Settings) -> dict[str, Any]:
+    """Return the credentials and region of ``settings`` as session keyword arguments."""
+    return {
+        "aws_access_key_id": settings.access_key_id,
+        "aws_secret_access_key": settings.secret_access_key,
+        "aws_session_token": settings.session_token,
+        "region_name": settings.region,
+    }
+
+
+def client_config(settings: S3Settings) -> Config:
+    """Return the botocore client configuration (retries, addressing, pool) of ``settings``."""
+    return Config(
         retries={"mode": settings.retry_mode, "total_max_attempts": settings.max_attempts},
         s3={"addressing_style": settings.addressing_style},
         max_pool_connections=settings.max_pool_connections,
         connect_timeout=settings.connect_timeout,
         read_timeout=settings.read_timeout,
     )
-    return session.client("s3", endpoint_url=settings.endpoint_url, config=config)
+
+
+def make_s3_client(settings: S3Settings) -> S3Client:
+    """Return a thread-safe boto3 S3 client configured by ``settings``."""
+    session = boto3.session.Session(**session_options(settings))
+    return session.client("s3", endpoint_url=settings.endpoint_url, config=client_config(settings))
 
 
 def s3_store_factory(

@@ -12,17 +12,18 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import aioboto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mirror.block.errors import BlockNotFoundError, InvalidRangeError
 from mirror.block.protocol import ObjectInfo
 from mirror.block.s3 import (
     S3Settings,
+    client_config,
     is_range_error,
     map_s3_error,
     range_header,
     s3_key,
+    session_options,
     split_s3_namespace,
 )
 
@@ -36,19 +37,8 @@ __all__ = ["AsyncS3BlockStore", "async_s3_client"]
 async def async_s3_client(settings: S3Settings | None = None) -> AsyncIterator[AsyncS3Client]:
     """Open an aioboto3 S3 client configured by ``settings``; close it on exit."""
     settings = settings or S3Settings()
-    session = aioboto3.Session(
-        aws_access_key_id=settings.access_key_id,
-        aws_secret_access_key=settings.secret_access_key,
-        aws_session_token=settings.session_token,
-        region_name=settings.region,
-    )
-    config = Config(
-        retries={"mode": settings.retry_mode, "total_max_attempts": settings.max_attempts},
-        s3={"addressing_style": settings.addressing_style},
-        max_pool_connections=settings.max_pool_connections,
-        connect_timeout=settings.connect_timeout,
-        read_timeout=settings.read_timeout,
-    )
+    session = aioboto3.Session(**session_options(settings))
+    config = client_config(settings)
     async with session.client("s3", endpoint_url=settings.endpoint_url, config=config) as client:
         yield client
 
