@@ -43,6 +43,8 @@ __all__ = [
     "LakeMirrorConfig",
     "LocalBlockSettings",
     "LoggingSettings",
+    "RegionSettings",
+    "ReplicantSettings",
     "S3RegionSettings",
     "S3Settings",
     "ServerSettings",
@@ -154,6 +156,35 @@ class BlockstoreSettings(_Section):
     s3: S3Settings = S3Settings()
 
 
+class RegionSettings(_Section):
+    """How to reach one region's lakeFS-compatible server (for the replicant)."""
+
+    server_url: str = Field(min_length=1)
+    """The server's base URL, e.g. ``https://lakemirror.eu-central-1.example.com``."""
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+
+
+class ReplicantSettings(_Section):
+    """The mirroring daemon of one region: where it listens and how it works."""
+
+    region: str = Field(default="local", min_length=1)
+    """The region this replicant mirrors *into*; its server is ``regions[region]``."""
+    host: str = "127.0.0.1"
+    port: int = Field(default=8001, ge=1, le=65535)
+    poll_interval: float = Field(default=1.0, gt=0, le=3600)
+    """Seconds between looks at a source branch that showed nothing new."""
+    lease_seconds: float = Field(default=15.0, gt=0, le=3600)
+    """How long a replica keeps a mirror without renewing; another takes over after it."""
+    concurrency: int = Field(default=32, ge=1, le=1024)
+    """Object-store requests the validator keeps in flight."""
+    list_threshold: int = Field(default=8, ge=1)
+    """New objects under one prefix from which a LIST is used instead of one HEAD each."""
+    object_cache_size: int = Field(default=1_000_000, ge=0)
+    replica_id: str | None = None
+    """This replica's name in leases; ``None``: host name and process ID."""
+
+
 class AuthSettings(_Section):
     """The administrator whose key is installed at start-up (when both parts are set)."""
 
@@ -210,6 +241,9 @@ class LakeMirrorConfig(BaseSettings):
     blockstore: BlockstoreSettings = BlockstoreSettings()
     auth: AuthSettings = AuthSettings()
     logging: LoggingSettings = LoggingSettings()
+    replicant: ReplicantSettings = ReplicantSettings()
+    regions: dict[str, RegionSettings] = {}
+    """Every region mirrors come from or go to, by name."""
 
     @classmethod
     def settings_customise_sources(

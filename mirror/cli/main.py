@@ -11,6 +11,7 @@ from mirror import __version__
 from mirror.cli.commands import register_all
 from mirror.cli.config_cmd import add_config_file_option, register_config_command, show_config
 from mirror.cli.kv_cmd import init_kv, register_kv_command
+from mirror.cli.replicant_cmd import register_replicant_command, run_replicant
 from mirror.cli.run import add_client_options, client_options, run_client_command
 from mirror.cli.tour import run_tour
 
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=["auto", "json", "console"],
         help="log lines as JSON or readable text; auto: readable on a terminal (logging.format)",
     )
+    register_replicant_command(sub)
     register_config_command(sub)
     register_kv_command(sub)
     register_all(sub, client_options())
@@ -78,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return init_kv(args.config_file, out=sys.stdout, err=sys.stderr)
     if args.command == "server":
         return _serve(args)
+    if args.command == "replicant":
+        return run_replicant(args, out=sys.stdout, err=sys.stderr)
     return 2
 
 

@@ -25,9 +25,12 @@ __all__ = [
     "ADMIN_SECRET_ENV",
     "ADMIN_USER_ENV",
     "UVICORN_OPTIONS",
+    "block_resolver",
+    "block_settings",
     "bootstrap_auth",
     "check_s3",
     "open_catalog",
+    "open_kv",
     "run_server",
 ]
 
@@ -101,7 +104,8 @@ def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
 
 
-def _open_kv(config: LakeMirrorConfig) -> KV:
+def open_kv(config: LakeMirrorConfig) -> KV:
+    """Return the KV ``config`` describes: SQLite, or DynamoDB (its table checked or created)."""
     if config.kv.type == "sqlite":
         path = config.sqlite_path()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +172,7 @@ def check_s3(config: LakeMirrorConfig) -> None:
         where = f"blockstore.s3{'' if name is None else f'.regions.{name}'}"
         endpoint = merged.endpoint_url or "AWS"
         try:
-            client = make_s3_client(_block_settings(merged))
+            client = make_s3_client(block_settings(merged))
             client.list_buckets()
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "error")
@@ -181,7 +185,8 @@ def check_s3(config: LakeMirrorConfig) -> None:
             raise UnavailableError(f"{where}: S3 at {endpoint}: {exc}") from None
 
 
-def _block_settings(section: S3Settings) -> BlockS3Settings:
+def block_settings(section: S3Settings) -> BlockS3Settings:
+    """Return the S3 driver's settings from the ``blockstore.s3`` configuration section."""
     from mirror.block.s3 import S3Settings as BlockS3Settings
 
     return BlockS3Settings(
@@ -199,7 +204,7 @@ def _register_s3(resolver: BlockResolver, config: LakeMirrorConfig) -> bool:
         from mirror.block.s3 import s3_store_factory
     except ImportError:
         return False
-    resolver.register("s3", s3_store_factory(_block_settings(config.blockstore.s3)))
+    resolver.register("s3", s3_store_factory(block_settings(config.blockstore.s3)))
     return True
 
 
@@ -217,17 +222,27 @@ def open_catalog(config: LakeMirrorConfig) -> tuple[Catalog, tuple[str, ...]]:
         UnavailableError: the KV cannot be reached, its table is missing, or access is refused;
             or a configured S3 endpoint is unreachable or refuses the credentials.
     """
-    kv = _open_kv(config)
+    kv = open_kv(config)
     try:
         check_s3(config)
     except BaseException:
         kv.close()
         raise
+    resolver, schemes = block_resolver(config)
+    return Catalog(kv, resolver), schemes
+
+
+def block_resolver(config: LakeMirrorConfig) -> tuple[BlockResolver, tuple[str, ...]]:
+    """Return the resolver of ``config``'s namespaces and the schemes it serves.
+
+    ``local://`` namespaces live under ``blockstore.local.root`` (created if missing); ``s3://``
+    ones are served when the ``s3`` extra is installed.
+    """
     root = config.local_root()
     root.mkdir(parents=True, exist_ok=True)
     resolver = BlockResolver(root.resolve())
     schemes = ("local", "s3") if _register_s3(resolver, config) else ("local",)
-    return Catalog(kv, resolver), schemes
+    return resolver, schemes
 
 
 def run_server(config: LakeMirrorConfig, *, out: TextIO, wait_for_setup: bool = False) -> int:

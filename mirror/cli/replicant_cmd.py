@@ -1,0 +1,127 @@
+"""``lakemirror replicant``: mirror repositories of other regions into this one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING, TextIO
+
+from mirror.config import ConfigurationError, LakeMirrorConfig, load_config, with_overrides
+from mirror.errors import InvalidValueError, UnavailableError
+
+if TYPE_CHECKING:
+    from mirror.replicant.service import ServiceSettings
+
+__all__ = ["register_replicant_command", "run_replicant", "service_settings"]
+
+
+def register_replicant_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``replicant`` subcommand to ``sub``."""
+    from mirror.cli.config_cmd import add_config_file_option
+
+    parser = sub.add_parser(
+        "replicant",
+        help="mirror repositories of other regions into this region (configuration API, /metrics)",
+    )
+    add_config_file_option(parser)
+    parser.add_argument("--host", help="address to listen on (replicant.host; 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (replicant.port; 8001)")
+    parser.add_argument("--data-dir", help="the region's data directory (data_dir)")
+    parser.add_argument("--region", help="the region mirrored into (replicant.region)")
+    parser.add_argument(
+        "--poll-interval", type=float, help="seconds between looks (replicant.poll_interval)"
+    )
+    parser.add_argument(
+        "--lease-seconds", type=float, help="lease duration (replicant.lease_seconds)"
+    )
+    parser.add_argument("--replica-id", help="this replica's name in leases (replicant.replica_id)")
+    parser.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    parser.add_argument("--log-format", choices=["auto", "json", "console"])
+
+
+def overrides(args: argparse.Namespace) -> dict[str, object]:
+    """Return the configuration overrides the command's flags give."""
+    return {
+        "data_dir": args.data_dir,
+        "replicant": {
+            "host": args.host,
+            "port": args.port,
+            "region": args.region,
+            "poll_interval": args.poll_interval,
+            "lease_seconds": args.lease_seconds,
+            "replica_id": args.replica_id,
+        },
+        "logging": {"level": args.log_level, "format": args.log_format},
+    }
+
+
+def service_settings(config: LakeMirrorConfig) -> ServiceSettings:
+    """Return the :class:`~mirror.replicant.service.ServiceSettings` of ``config``."""
+    from mirror.replicant.service import ServiceSettings
+
+    r = config.replicant
+    settings = ServiceSettings(
+        region=r.region,
+        regions=dict(config.regions),
+        poll_interval=r.poll_interval,
+        lease_seconds=r.lease_seconds,
+        concurrency=r.concurrency,
+        list_threshold=r.list_threshold,
+        object_cache_size=r.object_cache_size,
+    )
+    if r.replica_id:
+        settings = replace(settings, replica_id=r.replica_id)
+    return settings
+
+
+def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
+    """Run the replicant as configured until interrupted; return the exit code."""
+    import uvicorn
+
+    from mirror.api.auth.store import AuthStore
+    from mirror.cli.server import UVICORN_OPTIONS, block_resolver, block_settings, open_kv
+    from mirror.logging import configure_logging, get_logger
+    from mirror.replicant.app import create_replicant_app
+    from mirror.replicant.readers import NamespaceReaders
+    from mirror.replicant.service import ReplicantService
+
+    try:
+        config = with_overrides(load_config(args.config_file), overrides(args))
+        settings = service_settings(config)
+    except ConfigurationError as exc:
+        print(f"lakemirror replicant: {exc}", file=err, flush=True)
+        return 2
+    configure_logging(config.logging.format, config.logging.level)
+    log = get_logger("mirror.replicant")
+    try:
+        kv = open_kv(config)
+    except (ConfigurationError, UnavailableError) as exc:
+        print(f"lakemirror replicant: {exc}", file=err, flush=True)
+        return 2 if isinstance(exc, ConfigurationError) else 1
+    try:
+        resolver, schemes = block_resolver(config)
+        s3 = block_settings(config.blockstore.s3) if "s3" in schemes else None
+        try:
+            service = ReplicantService(settings, kv, NamespaceReaders(resolver, s3))
+        except InvalidValueError as exc:
+            print(f"lakemirror replicant: {exc}", file=err, flush=True)
+            return 2
+        app = create_replicant_app(service, AuthStore(kv))
+        host, port = config.replicant.host, config.replicant.port
+        print(
+            f"replicant of region {settings.region} on http://{host}:{port}/service/replication/v1",
+            file=out,
+            flush=True,
+        )
+        log.info("starting", host=host, port=port, region=settings.region)
+        uvicorn.run(app, host=host, port=port, log_level=config.logging.level, **UVICORN_OPTIONS)
+    finally:
+        kv.close()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    parser = argparse.ArgumentParser(prog="lakemirror")
+    register_replicant_command(parser.add_subparsers(dest="command"))
+    sys.exit(run_replicant(parser.parse_args(), out=sys.stdout, err=sys.stderr))

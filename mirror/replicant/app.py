@@ -1,0 +1,208 @@
+"""The replicant's HTTP face: the mirror configuration API, ``/metrics`` and ``/healthz``.
+
+``POST|GET /service/replication/v1/repositories/{source_repo}/mirrors`` and
+``GET|DELETE …/mirrors/{name}`` follow lakeFS's replication API. Callers sign in with the access
+keys of the region's server (HTTP Basic, checked against the region's user store) and need
+``fs:CreateRepository`` / ``fs:DeleteRepository`` / ``fs:ReadRepository`` on the mirror
+repository (``fs:ListRepositories`` to list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.security import HTTPBasic, HTTPBasicCredentials
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ConfigDict, Field
+
+from mirror import __version__
+from mirror.api.auth.permissions import Action, Permission, repository_arn
+from mirror.api.auth.store import AuthStore
+from mirror.api.deps import Caller
+from mirror.api.errors import install_error_handlers
+from mirror.errors import AuthenticationError
+from mirror.logging import RequestLogMiddleware
+from mirror.replicant.service import MirrorRequest, ReplicantService
+from mirror.replicant.state import MirrorConfig
+
+__all__ = ["MIRRORS_PATH", "MirrorCreation", "create_replicant_app"]
+
+MIRRORS_PATH = "/service/replication/v1/repositories/{source_repo}/mirrors"
+
+
+class MirrorCreation(BaseModel):
+    """The body of a mirror creation request."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(description="the mirror repository's name in the mirror region")
+    region: str = Field(description="the region to mirror into (this replicant's)")
+    storage_namespace: str = Field(
+        description="where object-store replication delivers the source namespace in the region"
+    )
+    source_region: str | None = Field(
+        default=None, description="the source repository's region (found when unambiguous)"
+    )
+    branches: list[str] = Field(default=["*"], description="glob patterns of branches to mirror")
+    tags: bool = Field(default=True, description="mirror tags too")
+
+
+class BranchStatusModel(BaseModel):
+    """Where mirroring of one branch stands."""
+
+    branch: str
+    state: str
+    source_head: str | None
+    mirror_head: str | None
+    lag_seconds: float
+    lag_commits: int
+    missing_objects: int
+    missing_sample: list[str]
+    last_error: str | None
+    last_advance: float | None
+
+
+class MirrorModel(BaseModel):
+    """A mirror and its status."""
+
+    name: str
+    source_repo: str
+    source_region: str
+    region: str
+    storage_namespace: str
+    branches: list[str]
+    tags: bool
+    created: int
+    worker: str | None = None
+    status: list[BranchStatusModel] = []
+
+
+class MirrorList(BaseModel):
+    """The mirrors of a source repository."""
+
+    results: list[MirrorModel]
+
+
+_basic = HTTPBasic(auto_error=False)
+
+
+def _service(request: Request) -> ReplicantService:
+    service: ReplicantService = request.app.state.service
+    return service
+
+
+ServiceDep = Annotated[ReplicantService, Depends(_service)]
+
+
+def _caller(
+    request: Request, credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)]
+) -> Caller:
+    if credentials is None:
+        raise AuthenticationError("error authenticating request: no credentials (HTTP Basic)")
+    auth: AuthStore = request.app.state.auth
+    return Caller(auth, auth.authenticate(credentials.username, credentials.password))
+
+
+CallerDep = Annotated[Caller, Depends(_caller)]
+
+
+def _model(service: ReplicantService, config: MirrorConfig) -> MirrorModel:
+    data: dict[str, Any] = config.to_json()
+    data["worker"] = service.worker_owner(config.name)
+    data["status"] = [
+        BranchStatusModel.model_validate(s.to_json(), strict=False)
+        for s in service.status(config.name)
+    ]
+    return MirrorModel.model_validate(data)
+
+
+router = APIRouter()
+
+
+@router.post(MIRRORS_PATH, status_code=201, response_model=MirrorModel)
+async def create_mirror(
+    source_repo: str, body: MirrorCreation, service: ServiceDep, caller: CallerDep
+) -> MirrorModel:
+    """Mirror ``source_repo`` into a new read-only repository of this region."""
+    caller.require(Permission(Action.CREATE_REPOSITORY, repository_arn(body.name)))
+    request = MirrorRequest(
+        name=body.name,
+        region=body.region,
+        storage_namespace=body.storage_namespace,
+        source_region=body.source_region,
+        branches=tuple(body.branches),
+        tags=body.tags,
+    )
+    config = await service.create_mirror(source_repo, request)
+    return _model(service, config)
+
+
+@router.get(MIRRORS_PATH, response_model=MirrorList)
+async def list_mirrors(source_repo: str, service: ServiceDep, caller: CallerDep) -> MirrorList:
+    """List the mirrors of ``source_repo`` in this region, with their status."""
+    caller.require(Permission(Action.LIST_REPOSITORIES, "*"))
+    return MirrorList(results=[_model(service, m) for m in service.list_mirrors(source_repo)])
+
+
+@router.get(MIRRORS_PATH + "/{name}", response_model=MirrorModel)
+async def get_mirror(
+    source_repo: str, name: str, service: ServiceDep, caller: CallerDep
+) -> MirrorModel:
+    """Return a mirror with the status of each branch."""
+    caller.require(Permission(Action.READ_REPOSITORY, repository_arn(name)))
+    return _model(service, service.get_mirror(source_repo, name))
+
+
+@router.delete(MIRRORS_PATH + "/{name}", status_code=204, response_class=Response)
+async def delete_mirror(
+    source_repo: str, name: str, service: ServiceDep, caller: CallerDep
+) -> Response:
+    """Stop mirroring (the mirror repository stays, read-only)."""
+    caller.require(Permission(Action.DELETE_REPOSITORY, repository_arn(name)))
+    await service.delete_mirror(source_repo, name)
+    return Response(status_code=204)
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(service: ServiceDep) -> Response:
+    """Return the Prometheus metrics of this replica."""
+    return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/healthz", include_in_schema=False)
+async def healthz(service: ServiceDep) -> dict[str, Any]:
+    """Report liveness and the mirrors this replica works."""
+    return {"status": "ok", "replica": service.settings.replica_id, "working": service.working()}
+
+
+def create_replicant_app(
+    service: ReplicantService, auth: AuthStore, *, run_workers: bool = True
+) -> FastAPI:
+    """Return the replicant's app; with ``run_workers`` its lifespan runs the workers."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if run_workers:
+            await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    app = FastAPI(
+        title="LakeMirror replicant",
+        description="Configure transactional mirrors of repositories of other regions.",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.service = service
+    app.state.auth = auth
+    install_error_handlers(app)
+    app.add_middleware(RequestLogMiddleware)
+    app.include_router(router)
+    return app

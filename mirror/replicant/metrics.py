@@ -1,0 +1,112 @@
+"""The replicant's Prometheus metrics (names of DESIGN.md §6), in a registry of its own."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+__all__ = ["ReplicantMetrics", "ValidationMetrics"]
+
+
+class ReplicantMetrics:
+    """Counters and gauges of one replicant process, labelled by mirror (and branch)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        branch = ("mirror", "branch")
+        self.lag_seconds = Gauge(
+            "lakemirror_lag_seconds",
+            "Age of the oldest source commit the mirror branch does not show yet.",
+            branch,
+            registry=r,
+        )
+        self.lag_commits = Gauge(
+            "lakemirror_lag_commits",
+            "Source commits the mirror branch does not show yet.",
+            branch,
+            registry=r,
+        )
+        self.head_advances = Counter(
+            "lakemirror_head_advances",
+            "Times a mirror branch head moved to a validated commit.",
+            branch,
+            registry=r,
+        )
+        self.commits_skipped = Counter(
+            "lakemirror_commits_skipped",
+            "Commits copied but never validated because a newer head was validated instead.",
+            branch,
+            registry=r,
+        )
+        self.commits_imported = Counter(
+            "lakemirror_commits_imported",
+            "Commit records copied into mirror repositories.",
+            ("mirror",),
+            registry=r,
+        )
+        self.validations = Counter(
+            "lakemirror_validations",
+            "Validation passes over a commit, by outcome (complete or incomplete).",
+            ("mirror", "result"),
+            registry=r,
+        )
+        self.validation_requests = Counter(
+            "lakemirror_validation_requests",
+            "Object-store requests made by the validator, by operation.",
+            ("mirror", "op"),
+            registry=r,
+        )
+        self.validation_objects = Counter(
+            "lakemirror_validation_objects",
+            "Objects checked by the validator, by result.",
+            ("mirror", "result"),
+            registry=r,
+        )
+        self.cache_hits = Counter(
+            "lakemirror_cache_hits",
+            "Checks answered from a cache instead of the object store, by cache.",
+            ("mirror", "cache"),
+            registry=r,
+        )
+        self.source_errors = Counter(
+            "lakemirror_source_errors",
+            "Failed calls to a source or destination server.",
+            ("mirror",),
+            registry=r,
+        )
+        self.last_advance = Gauge(
+            "lakemirror_last_advance_timestamp_seconds",
+            "When the mirror branch head last moved (seconds since the epoch).",
+            branch,
+            registry=r,
+        )
+        self.lease_held = Gauge(
+            "lakemirror_lease_held",
+            "1 while this replica holds the mirror's lease.",
+            ("mirror",),
+            registry=r,
+        )
+
+    def for_validation(self, mirror: str) -> ValidationMetrics:
+        """Return validator event hooks that count into this mirror's series."""
+        return ValidationMetrics(self, mirror)
+
+
+class ValidationMetrics:
+    """Validator events (see :class:`mirror.validator.ValidationEvents`) as Prometheus counts."""
+
+    def __init__(self, metrics: ReplicantMetrics, mirror: str) -> None:
+        self._metrics = metrics
+        self._mirror = mirror
+
+    def request(self, op: str) -> None:
+        """Count one object-store request."""
+        self._metrics.validation_requests.labels(self._mirror, op).inc()
+
+    def object(self, result: str) -> None:
+        """Count one object checked."""
+        self._metrics.validation_objects.labels(self._mirror, result).inc()
+
+    def cache_hit(self, cache: str) -> None:
+        """Count one check answered from ``cache``."""
+        self._metrics.cache_hits.labels(self._mirror, cache).inc()

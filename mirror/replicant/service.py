@@ -1,0 +1,343 @@
+"""The replicant of one region: mirror configuration, leases, and one worker per leased mirror.
+
+Every replica of a region's replicant runs the same :class:`ReplicantService` over the region's
+KV. Each replica tries to take the lease of every configured mirror; the one holding a lease runs
+that mirror's :class:`~mirror.replicant.worker.MirrorWorker` and renews the lease every third of
+its duration. If it stops renewing (it died, or lost the KV), another replica takes the mirror
+over once the lease expires. Branch heads move only by compare-and-swap, so even two workers
+overlapping for a moment cannot move a head to an unvalidated commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mirror.block.errors import InvalidNamespaceError
+from mirror.block.resolver import split_namespace
+from mirror.config import RegionSettings
+from mirror.core.validate import validate_repository_id
+from mirror.errors import InvalidValueError, LakeMirrorError, NotFoundError
+from mirror.kv import KV
+from mirror.logging import get_logger
+from mirror.replicant.client import LakeFSClient
+from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.readers import NamespaceReaders
+from mirror.replicant.state import (
+    BranchStatus,
+    MirrorConfig,
+    MirrorNotFoundError,
+    ReplicantStore,
+)
+from mirror.replicant.worker import MirrorWorker, WorkerSettings
+from mirror.validator import KVValidatedRanges, ObjectCache, Validator
+
+__all__ = ["MirrorRequest", "ReplicantService", "ServiceSettings", "UnknownRegionError"]
+
+
+class UnknownRegionError(InvalidValueError):
+    """A region name is not in the configuration (or cannot be used that way)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSettings:
+    """How a replicant replica works."""
+
+    region: str
+    regions: dict[str, RegionSettings]
+    poll_interval: float = 1.0
+    lease_seconds: float = 15.0
+    concurrency: int = 32
+    list_threshold: int = 8
+    object_cache_size: int = 1_000_000
+    replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorRequest:
+    """A request to mirror ``source_repo`` (the configuration API's body)."""
+
+    name: str
+    region: str
+    storage_namespace: str
+    source_region: str | None = None
+    branches: tuple[str, ...] = ("*",)
+    tags: bool = True
+
+
+class ReplicantService:
+    """Configure mirrors and run the workers of the mirrors this replica leases.
+
+    Args:
+        settings: Region, peers and tuning.
+        kv: The region's KV (the replicant's records live under ``replicant/``).
+        readers: Opens the validator's readers of mirror namespaces.
+        client_factory: Builds the API client of a region (tests may pass their own transport).
+        clock: Wall-clock seconds.
+    """
+
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        kv: KV,
+        readers: NamespaceReaders,
+        *,
+        client_factory: Callable[[RegionSettings], LakeFSClient] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if settings.region not in settings.regions:
+            raise UnknownRegionError(
+                f"replicant.region {settings.region!r} is not among the configured regions "
+                f"({', '.join(sorted(settings.regions)) or 'none'})"
+            )
+        self.settings = settings
+        self.store = ReplicantStore(kv)
+        self.readers = readers
+        self.metrics = ReplicantMetrics()
+        self._client_factory = client_factory or _client
+        self._clock = clock
+        self._clients: dict[str, LakeFSClient] = {}
+        self._workers: dict[str, tuple[MirrorWorker, asyncio.Task[None]]] = {}
+        self._manager: asyncio.Task[None] | None = None
+        self._log = get_logger("mirror.replicant").bind(replica=settings.replica_id)
+
+    # clients
+
+    def client(self, region: str) -> LakeFSClient:
+        """Return the API client of a configured region.
+
+        Raises:
+            UnknownRegionError: the region is not configured.
+        """
+        found = self._clients.get(region)
+        if found is None:
+            settings = self.settings.regions.get(region)
+            if settings is None:
+                raise UnknownRegionError(f"unknown region {region!r}")
+            found = self._client_factory(settings)
+            self._clients[region] = found
+        return found
+
+    @property
+    def local(self) -> LakeFSClient:
+        """Return the client of this replicant's own region."""
+        return self.client(self.settings.region)
+
+    # configuration
+
+    async def create_mirror(self, source_repo: str, request: MirrorRequest) -> MirrorConfig:
+        """Configure a mirror and create its read-only repository in this region.
+
+        Raises:
+            InvalidValueError: bad name, branch pattern or namespace.
+            UnknownRegionError: the mirror's region is unknown or not this replicant's.
+            NotFoundError: the source repository was found in no (or not the named) region.
+            AlreadyExistsError: the mirror (or a repository of that name) exists.
+        """
+        validate_repository_id(request.name)
+        validate_repository_id(source_repo)
+        if request.region not in self.settings.regions:
+            raise UnknownRegionError(f"unknown region {request.region!r}")
+        if request.region != self.settings.region:
+            raise UnknownRegionError(
+                f"this replicant mirrors into region {self.settings.region!r}; configure mirrors "
+                f"into {request.region!r} on that region's replicant"
+            )
+        if not request.branches or any(not p or len(p) > 256 for p in request.branches):
+            raise InvalidValueError("branches must be a non-empty list of glob patterns")
+        try:
+            scheme, _ = split_namespace(request.storage_namespace)
+            await self.readers.open(request.storage_namespace)
+        except InvalidNamespaceError as exc:
+            raise InvalidValueError(str(exc)) from exc
+        if scheme not in ("local", "s3"):
+            raise InvalidValueError(f"storage namespace scheme {scheme!r} is not supported")
+        source_region, source = await self._find_source(source_repo, request.source_region)
+        config = MirrorConfig(
+            name=request.name,
+            source_region=source_region,
+            source_repo=source_repo,
+            region=request.region,
+            storage_namespace=request.storage_namespace.rstrip("/"),
+            branches=tuple(request.branches),
+            tags=request.tags,
+            created=int(self._clock()),
+        )
+        self.store.add_mirror(config)
+        try:
+            await self.local.create_mirror_repository(
+                config.name,
+                config.storage_namespace,
+                str(source.get("default_branch") or "main"),
+                f"{source_region}/{source_repo}",
+            )
+        except BaseException:
+            self.store.delete_mirror(config.name)
+            raise
+        self._log.info(
+            "mirror created",
+            mirror=config.name,
+            source=f"{source_region}/{source_repo}",
+            namespace=config.storage_namespace,
+        )
+        await self.rebalance()
+        return config
+
+    async def _find_source(
+        self, source_repo: str, source_region: str | None
+    ) -> tuple[str, dict[str, object]]:
+        if source_region is not None:
+            if source_region not in self.settings.regions:
+                raise UnknownRegionError(f"unknown source region {source_region!r}")
+            if source_region == self.settings.region:
+                raise UnknownRegionError("a mirror's source must be in another region")
+            candidates = [source_region]
+        else:
+            candidates = sorted(r for r in self.settings.regions if r != self.settings.region)
+        found: list[tuple[str, dict[str, object]]] = []
+        for region in candidates:
+            try:
+                found.append((region, await self.client(region).get_repository(source_repo)))
+            except NotFoundError:
+                continue
+        if not found:
+            where = source_region or "any other region"
+            raise NotFoundError(f"source repository {source_repo!r} not found in {where}")
+        if len(found) > 1:
+            names = ", ".join(r for r, _ in found)
+            raise InvalidValueError(
+                f"repository {source_repo!r} exists in several regions ({names}); "
+                "name one with source_region"
+            )
+        return found[0]
+
+    def get_mirror(self, source_repo: str, name: str) -> MirrorConfig:
+        """Return a mirror of ``source_repo``.
+
+        Raises:
+            MirrorNotFoundError: no such mirror of that repository.
+        """
+        config = self.store.get_mirror(name)
+        if config.source_repo != source_repo:
+            raise MirrorNotFoundError(f"mirror {name!r} of {source_repo!r} not found")
+        return config
+
+    def list_mirrors(self, source_repo: str) -> list[MirrorConfig]:
+        """Return the mirrors of ``source_repo``."""
+        return [m for m in self.store.list_mirrors() if m.source_repo == source_repo]
+
+    async def delete_mirror(self, source_repo: str, name: str) -> None:
+        """Stop mirroring; the mirror repository stays (read-only) with what it shows."""
+        self.get_mirror(source_repo, name)
+        await self._stop_worker(name)
+        self.store.delete_mirror(name)
+        self._log.info("mirror deleted", mirror=name)
+
+    def status(self, name: str) -> list[BranchStatus]:
+        """Return the status of a mirror's branches (live if this replica works it)."""
+        running = self._workers.get(name)
+        if running is not None:
+            return running[0].status()
+        return self.store.list_status(name)
+
+    def worker_owner(self, name: str) -> str | None:
+        """Return the replica holding a mirror's lease (if unexpired)."""
+        lease = self.store.get_lease(name)
+        if lease is None or lease.expires <= self._clock():
+            return None
+        return lease.owner
+
+    # workers and leases
+
+    async def start(self) -> None:
+        """Start taking leases and working mirrors in the background."""
+        if self._manager is None:
+            self._manager = asyncio.create_task(self._manage(), name="replicant-manager")
+
+    async def stop(self) -> None:
+        """Stop every worker, give up leases, close clients and readers."""
+        if self._manager is not None:
+            self._manager.cancel()
+            await asyncio.gather(self._manager, return_exceptions=True)
+            self._manager = None
+        for name in list(self._workers):
+            await self._stop_worker(name)
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+        await self.readers.aclose()
+
+    async def _manage(self) -> None:
+        interval = min(self.settings.poll_interval, self.settings.lease_seconds / 3)
+        while True:
+            try:
+                await self.rebalance()
+            except LakeMirrorError as exc:
+                self._log.warning("lease round failed", error=str(exc))
+            await asyncio.sleep(interval)
+
+    async def rebalance(self) -> None:
+        """Renew or take leases; start workers for mirrors held, stop those lost or deleted."""
+        now = self._clock()
+        configured = {m.name: m for m in self.store.list_mirrors()}
+        for name in list(self._workers):
+            if name not in configured:
+                await self._stop_worker(name)
+        for name, config in sorted(configured.items()):
+            held = self.store.try_lease(
+                name, self.settings.replica_id, self.settings.lease_seconds, now
+            )
+            self.metrics.lease_held.labels(name).set(1 if held else 0)
+            running = self._workers.get(name)
+            if held and (running is None or running[1].done()):
+                await self._start_worker(config)
+            elif not held and running is not None:
+                self._log.warning("lease lost; stopping the worker", mirror=name)
+                await self._stop_worker(name, release=False)
+
+    async def _start_worker(self, config: MirrorConfig) -> None:
+        reader = await self.readers.open(config.storage_namespace)
+        validator = Validator(
+            reader,
+            validated=KVValidatedRanges(self.store.kv, self.store.ranges_prefix(config.name)),
+            objects=ObjectCache(self.settings.object_cache_size),
+            events=self.metrics.for_validation(config.name),
+            concurrency=self.settings.concurrency,
+            list_threshold=self.settings.list_threshold,
+            open_external=self.readers.open_now,
+        )
+        worker = MirrorWorker(
+            config,
+            self.client(config.source_region),
+            self.local,
+            validator,
+            self.store,
+            self.metrics,
+            WorkerSettings(poll_interval=self.settings.poll_interval),
+            clock=self._clock,
+        )
+        task = asyncio.create_task(worker.run(), name=f"mirror:{config.name}")
+        self._workers[config.name] = (worker, task)
+        self._log.info("lease taken; worker started", mirror=config.name)
+
+    async def _stop_worker(self, name: str, *, release: bool = True) -> None:
+        running = self._workers.pop(name, None)
+        if running is not None:
+            running[1].cancel()
+            await asyncio.gather(running[1], return_exceptions=True)
+        if release:
+            self.store.release_lease(name, self.settings.replica_id)
+        self.metrics.lease_held.labels(name).set(0)
+
+    def working(self) -> list[str]:
+        """Return the mirrors this replica works now."""
+        return sorted(n for n, (_, task) in self._workers.items() if not task.done())
+
+
+def _client(settings: RegionSettings) -> LakeFSClient:
+    secret = settings.secret_access_key.get_secret_value() if settings.secret_access_key else ""
+    return LakeFSClient(settings.server_url, settings.access_key_id or "", secret)

@@ -1,0 +1,428 @@
+"""The work on one mirror: copy commits, validate the newest head, move the mirror branch.
+
+One :class:`MirrorWorker` runs per mirror in the replica holding the mirror's lease. It keeps a
+loop per mirrored branch (DESIGN.md §6):
+
+1. read the source head H; if the mirror branch is at H, wait for the next poll;
+2. copy every commit record reachable from H that the mirror lacks, parents first;
+3. validate H alone — skipping every commit in between — and, once started, keep validating H
+   until all its files have arrived (so the head always advances);
+4. move the mirror branch from its old head to H by compare-and-swap.
+
+A mirror branch therefore only ever points at a commit whose metarange, ranges and data objects
+were all seen in the mirror's namespace. Tags are copied once their commit validates; branches and
+tags deleted at the source are deleted on the mirror.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from mirror.errors import LakeMirrorError, NotFoundError, PreconditionFailedError
+from mirror.logging import get_logger
+from mirror.replicant.client import LakeFSClient, RemoteCommit
+from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.state import BranchState, BranchStatus, MirrorConfig, ReplicantStore
+from mirror.validator import ValidationReport, Validator
+
+__all__ = ["MirrorWorker", "WorkerSettings"]
+
+_COMMIT_CACHE = 10_000
+_LAG_WALK_LIMIT = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """How often a worker looks, and how far it walks back."""
+
+    poll_interval: float = 1.0
+
+
+class MirrorWorker:
+    """Mirror the branches (and tags) of one source repository into its local mirror.
+
+    Args:
+        config: The mirror.
+        source: The source region's API (read-only use).
+        dest: This region's API, called with the replicant's ``fs:MirrorRepository`` credentials.
+        validator: Checks commits against the mirror's storage namespace.
+        store: Where branch status is persisted.
+        metrics: Where progress is counted.
+        settings: Poll interval.
+        clock: Wall-clock seconds (lag is measured against commit dates).
+    """
+
+    def __init__(
+        self,
+        config: MirrorConfig,
+        source: LakeFSClient,
+        dest: LakeFSClient,
+        validator: Validator,
+        store: ReplicantStore,
+        metrics: ReplicantMetrics,
+        settings: WorkerSettings | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.source = source
+        self.dest = dest
+        self.validator = validator
+        self.store = store
+        self.metrics = metrics
+        self.settings = settings or WorkerSettings()
+        self._clock = clock
+        self._log = get_logger("mirror.replicant").bind(mirror=config.name)
+        self._commits: OrderedDict[str, RemoteCommit] = OrderedDict()
+        self._imported: set[str] = set()
+        self._import_lock = asyncio.Lock()
+        self._status: dict[str, BranchStatus] = {}
+        self._branch_tasks: dict[str, asyncio.Task[None]] = {}
+        self._pending_tags: dict[str, str] = {}
+
+    # the loops
+
+    async def run(self) -> None:
+        """Work the mirror until cancelled."""
+        self._log.info("mirror worker started", source=self._source_name())
+        try:
+            while True:
+                await self.poll_once()
+                await asyncio.sleep(self.settings.poll_interval)
+        finally:
+            for task in self._branch_tasks.values():
+                task.cancel()
+            await asyncio.gather(*self._branch_tasks.values(), return_exceptions=True)
+            self._branch_tasks.clear()
+            self._log.info("mirror worker stopped")
+
+    async def poll_once(self) -> None:
+        """Start loops for new source branches, remove vanished ones, and mirror tags."""
+        try:
+            heads = await self.source.list_branches(self.config.source_repo)
+            mirror_heads = await self.dest.list_branches(self.config.name)
+        except LakeMirrorError as exc:
+            self.metrics.source_errors.labels(self.config.name).inc()
+            self._log.warning("listing branches failed", error=str(exc))
+            return
+        wanted = {b for b in heads if self.config.mirrors_branch(b)}
+        for branch in sorted(wanted):
+            task = self._branch_tasks.get(branch)
+            if task is None or task.done():
+                self._branch_tasks[branch] = asyncio.create_task(
+                    self._branch_loop(branch), name=f"mirror:{self.config.name}:{branch}"
+                )
+        for branch in sorted(set(self._branch_tasks) - wanted):
+            task = self._branch_tasks.pop(branch)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self._delete_vanished_branches(set(heads), mirror_heads)
+        if self.config.tags:
+            await self._mirror_tags()
+
+    async def _delete_vanished_branches(
+        self, source_branches: set[str], mirror_heads: dict[str, str]
+    ) -> None:
+        try:
+            default = str((await self.dest.get_repository(self.config.name))["default_branch"])
+        except LakeMirrorError as exc:
+            self._log.warning("reading the mirror repository failed", error=str(exc))
+            return
+        for branch in sorted(mirror_heads):
+            if branch in source_branches or branch == default:
+                continue
+            if not self.config.mirrors_branch(branch):
+                continue
+            try:
+                await self.dest.delete_branch(self.config.name, branch)
+            except NotFoundError:
+                pass
+            except LakeMirrorError as exc:
+                self._log.warning("deleting a branch failed", branch=branch, error=str(exc))
+                continue
+            self._status.pop(branch, None)
+            self.store.drop_status(self.config.name, branch)
+            self._log.info("branch deleted at the source; deleted on the mirror", branch=branch)
+
+    async def _branch_loop(self, branch: str) -> None:
+        status = self._status.setdefault(branch, BranchStatus(branch))
+        while True:
+            try:
+                moved = await self.sync_branch(branch)
+            except asyncio.CancelledError:
+                raise
+            except LakeMirrorError as exc:
+                self.metrics.source_errors.labels(self.config.name).inc()
+                self._set(status, "error", last_error=f"{type(exc).__name__}: {exc}")
+                moved = False
+            except Exception as exc:  # keep the loop alive; the status says what broke
+                self._log.exception("mirroring a branch failed", branch=branch)
+                self._set(status, "error", last_error=f"{type(exc).__name__}: {exc}")
+                moved = False
+            if not moved:
+                await asyncio.sleep(self.settings.poll_interval)
+
+    # one branch
+
+    async def sync_branch(self, branch: str) -> bool:
+        """Bring the mirror branch to the source head once; return whether the head moved.
+
+        Raises:
+            LakeMirrorError: a server could not be reached or refused a call.
+        """
+        name = self.config.name
+        status = self._status.setdefault(branch, BranchStatus(branch))
+        head = await self.source.get_branch_head(self.config.source_repo, branch)
+        if head is None:
+            return False
+        current = await self.dest.get_branch_head(name, branch)
+        status.source_head = head
+        status.mirror_head = current
+        if current == head:
+            self._set(status, "synced", lag_seconds=0.0, lag_commits=0, missing=0)
+            return False
+        await self._import_chain(head)
+        target = await self._commit(head)
+        behind, oldest = await self._behind(head, current)
+        self._set(status, "validating", lag_commits=behind, oldest=oldest)
+        base = await self._metarange_of(current)
+        report = await self._validate_until_complete(status, target, base, current, behind)
+        if report is None:
+            return False
+        try:
+            await self.dest.set_branch_head(name, branch, head, current)
+        except PreconditionFailedError as exc:
+            self._log.warning("mirror head moved meanwhile", branch=branch, error=str(exc))
+            return False
+        except NotFoundError:
+            # the branch is new on the mirror: create it at the validated head
+            if current is not None:
+                raise
+            await self.dest.set_branch_head(name, branch, head, None)
+        now = self._clock()
+        status.mirror_head = head
+        status.last_advance = now
+        labels = (name, branch)
+        self.metrics.head_advances.labels(*labels).inc()
+        if behind > 1:
+            self.metrics.commits_skipped.labels(*labels).inc(behind - 1)
+        self.metrics.last_advance.labels(*labels).set(now)
+        self._log.info(
+            "mirror head advanced",
+            branch=branch,
+            old=current,
+            new=head,
+            commits=behind,
+            skipped=max(0, behind - 1),
+            ranges_read=report.ranges_read,
+            objects_checked=report.objects_checked,
+        )
+        self._set(status, "synced", lag_seconds=0.0, lag_commits=0, missing=0)
+        return True
+
+    async def _validate_until_complete(
+        self,
+        status: BranchStatus,
+        target: RemoteCommit,
+        base: str,
+        current: str | None,
+        behind: int,
+    ) -> ValidationReport | None:
+        """Validate ``target`` until complete; ``None`` if the mirror head moved meanwhile."""
+        name = self.config.name
+        while True:
+            report = await self.validator.validate(target.meta_range_id, base)
+            result = "complete" if report.complete else "incomplete"
+            self.metrics.validations.labels(name, result).inc()
+            if report.complete:
+                return report
+            self._set(
+                status,
+                "waiting",
+                lag_commits=behind,
+                missing=report.missing_count,
+                sample=list(report.missing[:10]),
+            )
+            await asyncio.sleep(self.settings.poll_interval)
+            if await self.dest.get_branch_head(name, status.branch) != current:
+                return None
+
+    def _set(
+        self,
+        status: BranchStatus,
+        state: BranchState,
+        *,
+        lag_seconds: float | None = None,
+        lag_commits: int | None = None,
+        oldest: int | None = None,
+        missing: int | None = None,
+        sample: list[str] | None = None,
+        last_error: str | None = None,
+    ) -> None:
+        now = self._clock()
+        changed = state != status.state
+        if changed:
+            self._log.info(
+                "branch state changed",
+                branch=status.branch,
+                state=state,
+                was=status.state,
+                source_head=status.source_head,
+                mirror_head=status.mirror_head,
+            )
+        status.state = state
+        if oldest is not None:
+            status.behind_since = oldest
+        if lag_seconds is not None:
+            status.behind_since = None
+            status.lag_seconds = lag_seconds
+        elif status.behind_since is not None:
+            status.lag_seconds = max(0.0, now - status.behind_since)
+        if lag_commits is not None:
+            status.lag_commits = lag_commits
+        if missing is not None:
+            status.missing_objects = missing
+            status.missing_sample = sample or []
+        status.last_error = last_error if state == "error" else None
+        status.updated = now
+        labels = (self.config.name, status.branch)
+        self.metrics.lag_seconds.labels(*labels).set(status.lag_seconds)
+        self.metrics.lag_commits.labels(*labels).set(status.lag_commits)
+        self.store.put_status(self.config.name, status)
+
+    # commits
+
+    def _source_name(self) -> str:
+        return f"{self.config.source_region}/{self.config.source_repo}"
+
+    async def _commit(self, commit_id: str) -> RemoteCommit:
+        found = self._commits.get(commit_id)
+        if found is not None:
+            self._commits.move_to_end(commit_id)
+            return found
+        commit = await self.source.get_commit(self.config.source_repo, commit_id)
+        self._commits[commit_id] = commit
+        while len(self._commits) > _COMMIT_CACHE:
+            self._commits.popitem(last=False)
+        return commit
+
+    async def _import_chain(self, head: str) -> int:
+        """Copy every commit reachable from ``head`` that the mirror lacks; return how many."""
+        async with self._import_lock:
+            missing: dict[str, RemoteCommit] = {}
+            todo = [head]
+            while todo:
+                cid = todo.pop()
+                if cid in self._imported or cid in missing:
+                    continue
+                if await self.dest.has_commit(self.config.name, cid):
+                    self._imported.add(cid)
+                    continue
+                commit = await self._commit(cid)
+                missing[cid] = commit
+                todo.extend(commit.parents)
+            for commit in _parents_first(missing):
+                await self.dest.import_commit(self.config.name, commit)
+                self._imported.add(commit.id)
+                self.metrics.commits_imported.labels(self.config.name).inc()
+            if missing:
+                self._log.info("commits copied", count=len(missing), head=head)
+            return len(missing)
+
+    async def _behind(self, head: str, current: str | None) -> tuple[int, int | None]:
+        """Return how far ``head`` is ahead of ``current`` along first parents.
+
+        Also returns the creation date of the oldest commit ahead (``None`` when none is).
+        """
+        count = 0
+        oldest: int | None = None
+        cid: str | None = head
+        while cid is not None and cid != current and count < _LAG_WALK_LIMIT:
+            commit = await self._commit(cid)
+            if not commit.parents and current is not None:
+                # a root commit: the mirror's head is not on this history (a fresh mirror)
+                break
+            count += 1
+            oldest = commit.creation_date
+            cid = commit.parents[0] if commit.parents else None
+        return count, oldest
+
+    async def _metarange_of(self, commit_id: str | None) -> str:
+        """Return the metarange of a commit already on the mirror (validated), ``""`` if none."""
+        if commit_id is None:
+            return ""
+        try:
+            return (await self.dest.get_commit(self.config.name, commit_id)).meta_range_id
+        except NotFoundError:
+            return ""
+
+    # tags
+
+    async def _mirror_tags(self) -> None:
+        try:
+            source_tags = await self.source.list_tags(self.config.source_repo)
+            mirror_tags = await self.dest.list_tags(self.config.name)
+        except LakeMirrorError as exc:
+            self.metrics.source_errors.labels(self.config.name).inc()
+            self._log.warning("listing tags failed", error=str(exc))
+            return
+        for tag in sorted(set(mirror_tags) - set(source_tags)):
+            await self._try(self.dest.delete_tag(self.config.name, tag), "deleting a tag", tag)
+        for tag, commit_id in sorted(source_tags.items()):
+            if mirror_tags.get(tag) == commit_id:
+                continue
+            if tag in mirror_tags:
+                await self._try(self.dest.delete_tag(self.config.name, tag), "moving a tag", tag)
+            try:
+                await self._import_chain(commit_id)
+                commit = await self._commit(commit_id)
+                report = await self.validator.validate(commit.meta_range_id)
+            except LakeMirrorError as exc:
+                self._log.warning("mirroring a tag failed", tag=tag, error=str(exc))
+                continue
+            if not report.complete:
+                self._pending_tags[tag] = commit_id
+                continue
+            self._pending_tags.pop(tag, None)
+            await self._try(self.dest.set_tag(self.config.name, tag, commit_id), "tagging", tag)
+
+    async def _try(self, call: Awaitable[None], what: str, tag: str) -> None:
+        try:
+            await call
+        except NotFoundError:
+            return
+        except LakeMirrorError as exc:
+            self._log.warning(f"{what} failed", tag=tag, error=str(exc))
+
+    # status
+
+    def status(self) -> list[BranchStatus]:
+        """Return the live status of every branch this worker mirrors."""
+        return [self._status[b] for b in sorted(self._status)]
+
+    @property
+    def pending_tags(self) -> dict[str, str]:
+        """Return tags waiting for their commit's files, with their commits."""
+        return dict(self._pending_tags)
+
+
+def _parents_first(commits: dict[str, RemoteCommit]) -> list[RemoteCommit]:
+    """Order ``commits`` so every commit comes after those of its parents in the set."""
+    ordered: list[RemoteCommit] = []
+    done: set[str] = set()
+    for start in sorted(commits):
+        stack: list[tuple[str, bool]] = [(start, False)]
+        while stack:
+            cid, expanded = stack.pop()
+            if cid in done or cid not in commits:
+                continue
+            if expanded:
+                done.add(cid)
+                ordered.append(commits[cid])
+                continue
+            stack.append((cid, True))
+            stack.extend((p, False) for p in commits[cid].parents if p not in done)
+    return ordered

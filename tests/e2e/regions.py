@@ -1,0 +1,334 @@
+"""Two regions on one machine: a server per region, replicants of the mirror region, simulated
+object-store replication between their namespaces, and a safety checker of mirror heads.
+
+Region ``a`` holds source repositories; region ``b`` holds mirrors. Each region is its own
+`lakemirror server` process with its own data directory (SQLite KV + ``local://`` namespaces);
+each replicant is its own `lakemirror replicant` process sharing region ``b``'s KV.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import lakefs
+import lakefs_sdk
+import yaml
+
+from mirror.block import BlockResolver
+from mirror.block.protocol import BlockStore
+from mirror.simulate import ReplicationSimulator
+from tests.integration.harness import Server, free_port, running_server, unique, wait_healthy
+
+T = TypeVar("T")
+MIRRORS = "/service/replication/v1/repositories/{repo}/mirrors"
+
+
+def wait_for(
+    condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05
+) -> T:
+    """Poll ``condition`` until it returns a truthy value; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)  # polling interval of a deadline-bounded wait
+
+
+@dataclass
+class Region:
+    """One region: its server, an admin SDK client, an admin HTTP client of ``/api/v1``."""
+
+    name: str
+    server: Server
+    client: lakefs.Client
+    http: httpx.Client
+
+    def store(self, namespace: str) -> BlockStore:
+        """Return the object store of one of this region's ``local://`` namespaces."""
+        return BlockResolver(self.server.data_dir).open(namespace)
+
+    def head(self, repo: str, branch: str) -> str | None:
+        response = self.http.get(f"/repositories/{repo}/branches/{branch}")
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return str(response.json()["commit_id"])
+
+
+@dataclass
+class Replicant:
+    """A running `lakemirror replicant` process."""
+
+    url: str
+    replica_id: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    http: httpx.Client
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def metrics(self) -> dict[str, float]:
+        """Return every sample of ``/metrics`` as ``name{labels}`` → value."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = self.http.get("/metrics").text
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                out[f"{sample.name}{{{labels}}}"] = sample.value
+        return out
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Return the sum of the samples of ``name`` whose labels include ``labels``."""
+        total = 0.0
+        for key, value in self.metrics().items():
+            base, _, rest = key.partition("{")
+            got = dict(kv.split("=", 1) for kv in rest.rstrip("}").split(",") if kv)
+            if base == name and all(got.get(k) == v for k, v in labels.items()):
+                total += value
+        return total
+
+    def kill(self) -> None:
+        """Kill the process at once (SIGKILL): no clean-up, leases left to expire."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+
+@dataclass
+class TwoRegions:
+    """Region ``a`` (sources) and ``b`` (mirrors), and what runs between them."""
+
+    a: Region
+    b: Region
+    replicator_key: tuple[str, str]
+    tmp: Path
+    simulators: list[ReplicationSimulator] = field(default_factory=list)
+
+    def replicant_config(
+        self, replica_id: str, port: int, poll: float = 0.1, lease: float = 2.0
+    ) -> Path:
+        config = {
+            "data_dir": str(self.b.server.data_dir),
+            "replicant": {
+                "region": "b",
+                "host": "127.0.0.1",
+                "port": port,
+                "poll_interval": poll,
+                "lease_seconds": lease,
+                "replica_id": replica_id,
+            },
+            "regions": {
+                "a": {
+                    "server_url": self.a.server.url,
+                    "access_key_id": self.a.server.access_key_id,
+                    "secret_access_key": self.a.server.secret_access_key,
+                },
+                "b": {
+                    "server_url": self.b.server.url,
+                    "access_key_id": self.replicator_key[0],
+                    "secret_access_key": self.replicator_key[1],
+                },
+            },
+            "logging": {"format": "json", "level": "info"},
+        }
+        path = self.tmp / f"replicant-{replica_id}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    @contextmanager
+    def replicant(
+        self, replica_id: str = "r1", poll: float = 0.1, lease: float = 2.0
+    ) -> Iterator[Replicant]:
+        """Run a replicant replica of region ``b`` until the block ends."""
+        port = free_port()
+        config = self.replicant_config(replica_id, port, poll, lease)
+        log_path = self.tmp / f"replicant-{replica_id}.log"
+        command = [sys.executable, "-m", "mirror.cli.main", "replicant", "--config", str(config)]
+        url = f"http://127.0.0.1:{port}"
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        admin = (self.b.server.access_key_id, self.b.server.secret_access_key)
+        http = httpx.Client(base_url=url, auth=admin, timeout=30.0)
+        try:
+            wait_healthy(process, url, log_path)
+            yield Replicant(url, replica_id, process, log_path, http)
+        finally:
+            http.close()
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+    def simulator(self, source_ns: str, mirror_ns: str, **faults: Any) -> ReplicationSimulator:
+        """Start replicating region ``a``'s ``source_ns`` into region ``b``'s ``mirror_ns``."""
+        faults.setdefault("poll_interval", 0.02)
+        sim = ReplicationSimulator(self.a.store(source_ns), self.b.store(mirror_ns), **faults)
+        sim.start()
+        self.simulators.append(sim)
+        return sim
+
+    def source_repo(self, prefix: str = "origin") -> tuple[lakefs.Repository, str]:
+        """Create a repository in region ``a``; return it and its namespace."""
+        name = unique(prefix)
+        namespace = f"local://{name}"
+        repo = lakefs.Repository(name, client=self.a.client).create(namespace)
+        return repo, namespace
+
+    def create_mirror(
+        self, replicant: Replicant, source: str, name: str, namespace: str, **extra: Any
+    ) -> httpx.Response:
+        body = {"name": name, "region": "b", "storage_namespace": namespace, **extra}
+        return replicant.http.post(MIRRORS.format(repo=source), json=body)
+
+    def mirror_status(self, replicant: Replicant, source: str, name: str) -> dict[str, Any]:
+        response = replicant.http.get(MIRRORS.format(repo=source) + f"/{name}")
+        response.raise_for_status()
+        data: dict[str, Any] = response.json()
+        return data
+
+    def close(self) -> None:
+        for sim in self.simulators:
+            sim.stop()
+        self.simulators.clear()
+
+
+def _admin_client(server: Server) -> lakefs.Client:
+    return lakefs.Client(
+        host=server.url, username=server.access_key_id, password=server.secret_access_key
+    )
+
+
+def _make_replicator(region: Region) -> tuple[str, str]:
+    auth = region.client.sdk_client.auth_api
+    user_id = unique("replicator")
+    auth.create_user(lakefs_sdk.UserCreation(id=user_id))
+    auth.attach_policy_to_user(user_id, "Replicator")
+    creds = auth.create_credentials(user_id)
+    return creds.access_key_id, creds.secret_access_key
+
+
+@contextmanager
+def two_regions(tmp: Path) -> Iterator[TwoRegions]:
+    """Start the servers of regions ``a`` and ``b`` and a replicator user in ``b``."""
+    regions: list[Region] = []
+    with running_server(
+        tmp / "a", tmp / "a.log", access_key_id="AKIAREGIONA0000000001",
+        secret_access_key=secrets.token_hex(20),
+    ) as sa, running_server(
+        tmp / "b", tmp / "b.log", access_key_id="AKIAREGIONB0000000001",
+        secret_access_key=secrets.token_hex(20),
+    ) as sb:
+        for name, server in (("a", sa), ("b", sb)):
+            http = httpx.Client(
+                base_url=f"{server.url}/api/v1",
+                auth=(server.access_key_id, server.secret_access_key),
+                timeout=30.0,
+            )
+            regions.append(Region(name, server, _admin_client(server), http))
+        world = TwoRegions(regions[0], regions[1], _make_replicator(regions[1]), tmp)
+        try:
+            yield world
+        finally:
+            world.close()
+            for r in regions:
+                r.http.close()
+
+
+@dataclass
+class Violation:
+    """An object of a mirror head that could not be read as recorded."""
+
+    commit: str
+    path: str
+    problem: str
+
+
+class SafetyChecker:
+    """Keep reading a mirror branch's head and check every object of each new head.
+
+    Every object listed at the head commit must be readable with its recorded size and MD5
+    checksum. A commit, once fully checked, is immutable and is not checked again.
+    """
+
+    def __init__(self, region: Region, repo: str, branch: str = "main") -> None:
+        self.region = region
+        self.repo = repo
+        self.branch = branch
+        self.checked: list[str] = []
+        self.violations: list[Violation] = []
+        self.objects_read = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="safety-checker", daemon=True)
+        self._http = httpx.Client(
+            base_url=region.http.base_url, auth=region.http.auth, timeout=30.0
+        )
+
+    def start(self) -> SafetyChecker:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self._http.close()
+
+    def _run(self) -> None:
+        seen: set[str] = set()
+        while not self._stop.is_set():
+            response = self._http.get(f"/repositories/{self.repo}/branches/{self.branch}")
+            if response.status_code == 200:
+                head = str(response.json()["commit_id"])
+                if head not in seen:
+                    self.check_commit(head)
+                    seen.add(head)
+                    self.checked.append(head)
+            self._stop.wait(0.02)
+
+    def check_commit(self, commit: str) -> None:
+        """Read every object of ``commit`` on the mirror and record what is wrong."""
+        after = ""
+        base = f"/repositories/{self.repo}/refs/{commit}/objects"
+        while True:
+            response = self._http.get(base + "/ls", params={"after": after, "amount": 1000})
+            if response.status_code != 200:
+                self.violations.append(
+                    Violation(commit, "", f"listing answered {response.status_code}")
+                )
+                return
+            body = response.json()
+            for item in body["results"]:
+                path = item["path"]
+                got = self._http.get(base, params={"path": path})
+                self.objects_read += 1
+                if got.status_code != 200:
+                    problem = f"read answered {got.status_code}: {got.text[:200]}"
+                    self.violations.append(Violation(commit, path, problem))
+                    continue
+                if len(got.content) != item["size_bytes"]:
+                    problem = f"size {len(got.content)} != recorded {item['size_bytes']}"
+                    self.violations.append(Violation(commit, path, problem))
+                elif hashlib.md5(got.content).hexdigest() != item["checksum"]:
+                    self.violations.append(Violation(commit, path, "checksum differs"))
+            if not body["pagination"]["has_more"]:
+                return
+            after = body["pagination"]["next_offset"]
