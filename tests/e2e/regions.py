@@ -9,6 +9,7 @@ each replicant is its own `lakemirror replicant` process sharing region ``b``'s 
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import signal
 import subprocess
@@ -57,10 +58,17 @@ class Region:
     server: Server
     client: lakefs.Client
     http: httpx.Client
+    resolver: BlockResolver
+    env: dict[str, str] = field(default_factory=dict)
+    """``LAKEMIRROR_*`` variables the region's processes run with (backends)."""
 
     def store(self, namespace: str) -> BlockStore:
-        """Return the object store of one of this region's ``local://`` namespaces."""
-        return BlockResolver(self.server.data_dir).open(namespace)
+        """Return the object store of one of this region's namespaces."""
+        return self.resolver.open(namespace)
+
+    def namespace(self, name: str) -> str:
+        """Return the storage namespace a repository called ``name`` gets in this region."""
+        return self.server.namespace(name)
 
     def head(self, repo: str, branch: str) -> str | None:
         response = self.http.get(f"/repositories/{repo}/branches/{branch}")
@@ -162,8 +170,9 @@ class TwoRegions:
         log_path = self.tmp / f"replicant-{replica_id}.log"
         command = [sys.executable, "-m", "mirror.cli.main", "replicant", "--config", str(config)]
         url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, **self.b.env}
         with open(log_path, "ab") as log:
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         admin = (self.b.server.access_key_id, self.b.server.secret_access_key)
         http = httpx.Client(base_url=url, auth=admin, timeout=30.0)
         try:
@@ -190,7 +199,7 @@ class TwoRegions:
     def source_repo(self, prefix: str = "origin") -> tuple[lakefs.Repository, str]:
         """Create a repository in region ``a``; return it and its namespace."""
         name = unique(prefix)
-        namespace = f"local://{name}"
+        namespace = self.a.namespace(name)
         repo = lakefs.Repository(name, client=self.a.client).create(namespace)
         return repo, namespace
 
@@ -227,24 +236,61 @@ def _make_replicator(region: Region) -> tuple[str, str]:
     return creds.access_key_id, creds.secret_access_key
 
 
+@dataclass(frozen=True)
+class RegionBackend:
+    """How a region keeps its data: server environment, namespace root, and a resolver factory
+    (given the region's data directory) that opens its namespaces from the test process."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    namespace_root: str = "local://"
+    resolver: Callable[[Path], BlockResolver] = BlockResolver
+
+
 @contextmanager
-def two_regions(tmp: Path) -> Iterator[TwoRegions]:
-    """Start the servers of regions ``a`` and ``b`` and a replicator user in ``b``."""
+def two_regions(
+    tmp: Path, backend_a: RegionBackend | None = None, backend_b: RegionBackend | None = None
+) -> Iterator[TwoRegions]:
+    """Start the servers of regions ``a`` and ``b`` and a replicator user in ``b``.
+
+    By default both regions are embedded (SQLite + ``local://`` under their data directories).
+    """
+    backends = {"a": backend_a or RegionBackend(), "b": backend_b or RegionBackend()}
     regions: list[Region] = []
-    with running_server(
-        tmp / "a", tmp / "a.log", access_key_id="AKIAREGIONA0000000001",
-        secret_access_key=secrets.token_hex(20),
-    ) as sa, running_server(
-        tmp / "b", tmp / "b.log", access_key_id="AKIAREGIONB0000000001",
-        secret_access_key=secrets.token_hex(20),
-    ) as sb:
+    with (
+        running_server(
+            tmp / "a",
+            tmp / "a.log",
+            access_key_id="AKIAREGIONA0000000001",
+            secret_access_key=secrets.token_hex(20),
+            env=backends["a"].env,
+            namespace_root=backends["a"].namespace_root,
+        ) as sa,
+        running_server(
+            tmp / "b",
+            tmp / "b.log",
+            access_key_id="AKIAREGIONB0000000001",
+            secret_access_key=secrets.token_hex(20),
+            env=backends["b"].env,
+            namespace_root=backends["b"].namespace_root,
+        ) as sb,
+    ):
         for name, server in (("a", sa), ("b", sb)):
             http = httpx.Client(
                 base_url=f"{server.url}/api/v1",
                 auth=(server.access_key_id, server.secret_access_key),
                 timeout=30.0,
             )
-            regions.append(Region(name, server, _admin_client(server), http))
+            backend = backends[name]
+            regions.append(
+                Region(
+                    name,
+                    server,
+                    _admin_client(server),
+                    http,
+                    backend.resolver(server.data_dir),
+                    dict(backend.env),
+                )
+            )
         world = TwoRegions(regions[0], regions[1], _make_replicator(regions[1]), tmp)
         try:
             yield world

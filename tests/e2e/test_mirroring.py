@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+import time
 from collections.abc import Iterator
 
 import lakefs
@@ -34,7 +36,7 @@ def _mirror(
     world: TwoRegions, replicant: Replicant, source: str, source_ns: str, **sim: object
 ) -> tuple[str, str]:
     name = unique("mirror")
-    namespace = f"local://{name}"
+    namespace = world.b.namespace(name)
     world.simulator(source_ns, namespace, **sim)
     response = world.create_mirror(replicant, source, name, namespace)
     assert response.status_code == 201, response.text
@@ -49,9 +51,7 @@ def test_basic_flow_commits_appear_whole_and_uncommitted_never(
     name, _ = _mirror(world, replicant, repo.id, ns, seed=1, delay=(0.0, 0.3))
     checker = SafetyChecker(world.b, name).start()
     try:
-        wait_for(
-            lambda: world.b.head(name, "main") == main.get_commit().id, 30, "initial sync"
-        )
+        wait_for(lambda: world.b.head(name, "main") == main.get_commit().id, 30, "initial sync")
         for i in range(100):
             main.object(f"table/part-{i:03}.csv").upload(f"row,{i}\n".encode() * (i + 1))
         # the data files replicate, but nothing uncommitted may show on the mirror
@@ -102,3 +102,75 @@ def test_metadata_before_data_is_never_exposed(world: TwoRegions, replicant: Rep
     finally:
         checker.stop()
     assert checker.violations == []
+
+
+def test_skipped_commits_only_the_newest_head_is_validated(world: TwoRegions) -> None:
+    """1,000 objects added, 999 deleted, both committed while the replicant is down."""
+    repo, ns = world.source_repo("skip")
+    main = repo.branch("main")
+    name = unique("mirror")
+    namespace = world.b.namespace(name)
+    world.simulator(ns, namespace, seed=3, delay=(0.0, 0.5))
+    main.object("base.txt").upload(b"base")
+    first = main.commit("base").get_commit().id
+    with world.replicant("skip-1") as replicant:
+        assert world.create_mirror(replicant, repo.id, name, namespace).status_code == 201
+        wait_for(lambda: world.b.head(name, "main") == first, 30, "the first commit")
+    paths = [f"big/obj-{i:04}.bin" for i in range(1000)]
+    for i, path in enumerate(paths):
+        main.object(path).upload(bytes([i % 251]) * 1024)
+    main.commit("add 1000 objects")
+    main.delete_objects(paths[1:])
+    last = main.commit("delete 999 of them").get_commit().id
+    with world.replicant("skip-2") as replicant:
+        wait_for(lambda: world.b.head(name, "main") == last, 60, "the newest head")
+        assert replicant.metric("lakemirror_commits_skipped_total", mirror=name) == 1
+        assert replicant.metric("lakemirror_head_advances_total", mirror=name) == 1
+        complete = replicant.metric("lakemirror_validations_total", mirror=name, result="complete")
+        assert complete == 1
+        # only the one surviving new object needed a check; the 999 deleted ones were never read
+        present = replicant.metric(
+            "lakemirror_validation_objects_total", mirror=name, result="present"
+        )
+        assert present == 1
+    assert set(_objects(world.b.client, name, "main")) == {"base.txt", paths[0]}
+
+
+def test_catching_up_under_a_commit_every_200ms(world: TwoRegions, replicant: Replicant) -> None:
+    repo, ns = world.source_repo("storm")
+    main = repo.branch("main")
+    name, _ = _mirror(world, replicant, repo.id, ns, seed=11, delay=(0.5, 2.0))
+    initial = main.get_commit().id
+    wait_for(lambda: world.b.head(name, "main") == initial, 30, "initial sync")
+    seen_heads: list[str] = []
+    lags: list[float] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            head = world.b.head(name, "main")
+            if head and (not seen_heads or seen_heads[-1] != head):
+                seen_heads.append(head)
+            status = world.mirror_status(replicant, repo.id, name)["status"]
+            lags.extend(s["lag_seconds"] for s in status if s["branch"] == "main")
+            stop.wait(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    commits = []
+    try:
+        for i in range(40):
+            started = time.monotonic()
+            main.object(f"events/{i:03}.json").upload(json.dumps({"i": i}).encode() * 50)
+            commits.append(main.commit(f"event {i}").get_commit().id)
+            time.sleep(max(0.0, 0.2 - (time.monotonic() - started)))  # the writer's cadence
+        heads_while_writing = len(seen_heads)
+        wait_for(lambda: world.b.head(name, "main") == commits[-1], 30, "catching up")
+    finally:
+        stop.set()
+        sampler.join(timeout=30)
+    # the head kept advancing during the storm, skipping commits rather than falling behind
+    assert heads_while_writing >= 3
+    assert replicant.metric("lakemirror_commits_skipped_total", mirror=name) > 0
+    assert set(seen_heads) <= {initial, *commits}
+    assert max(lags) < 15.0
