@@ -31,6 +31,7 @@ __all__ = [
     "check_s3",
     "open_catalog",
     "open_kv",
+    "register_s3",
     "run_server",
 ]
 
@@ -199,7 +200,8 @@ def block_settings(section: S3Settings) -> BlockS3Settings:
     )
 
 
-def _register_s3(resolver: BlockResolver, config: LakeMirrorConfig) -> bool:
+def register_s3(resolver: BlockResolver, config: LakeMirrorConfig) -> bool:
+    """Serve ``s3://`` namespaces on ``resolver`` as ``config`` says; ``False`` without boto3."""
     try:
         from mirror.block.s3 import s3_store_factory
     except ImportError:
@@ -241,7 +243,7 @@ def block_resolver(config: LakeMirrorConfig) -> tuple[BlockResolver, tuple[str, 
     root = config.local_root()
     root.mkdir(parents=True, exist_ok=True)
     resolver = BlockResolver(root.resolve())
-    schemes = ("local", "s3") if _register_s3(resolver, config) else ("local",)
+    schemes = ("local", "s3") if register_s3(resolver, config) else ("local",)
     return resolver, schemes
 
 

@@ -21,7 +21,7 @@ from mirror.block.errors import InvalidNamespaceError
 from mirror.block.resolver import split_namespace
 from mirror.config import RegionSettings
 from mirror.core.validate import validate_repository_id
-from mirror.errors import InvalidValueError, LakeMirrorError, NotFoundError
+from mirror.errors import InvalidValueError, LakeMirrorError, NotFoundError, UnavailableError
 from mirror.kv import KV
 from mirror.logging import get_logger
 from mirror.replicant.client import LakeFSClient
@@ -150,12 +150,10 @@ class ReplicantService:
         if not request.branches or any(not p or len(p) > 256 for p in request.branches):
             raise InvalidValueError("branches must be a non-empty list of glob patterns")
         try:
-            scheme, _ = split_namespace(request.storage_namespace)
+            split_namespace(request.storage_namespace)
             await self.readers.open(request.storage_namespace)
         except InvalidNamespaceError as exc:
             raise InvalidValueError(str(exc)) from exc
-        if scheme not in ("local", "s3"):
-            raise InvalidValueError(f"storage namespace scheme {scheme!r} is not supported")
         source_region, source = await self._find_source(source_repo, request.source_region)
         config = MirrorConfig(
             name=request.name,
@@ -199,11 +197,19 @@ class ReplicantService:
         else:
             candidates = sorted(r for r in self.settings.regions if r != self.settings.region)
         found: list[tuple[str, dict[str, object]]] = []
+        unreachable: list[str] = []
         for region in candidates:
             try:
                 found.append((region, await self.client(region).get_repository(source_repo)))
             except NotFoundError:
                 continue
+            except UnavailableError:
+                unreachable.append(region)
+        if not found and unreachable:
+            raise UnavailableError(
+                f"source repository {source_repo!r} not found; region(s) "
+                f"{', '.join(unreachable)} could not be reached"
+            )
         if not found:
             where = source_region or "any other region"
             raise NotFoundError(f"source repository {source_repo!r} not found in {where}")

@@ -1,0 +1,361 @@
+"""The replicant's logic in one process: two regions' API apps on in-memory catalogs.
+
+The source and mirror regions are real lakeFS-compatible apps (in-memory KV and ``mem://``
+stores) reached through httpx's ASGI transport; "replication" is copying files between their
+namespaces by hand, so every situation is set up exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mirror.api.app import create_app
+from mirror.api.auth.store import AuthStore
+from mirror.block import BlockResolver
+from mirror.block.protocol import BlockStore
+from mirror.config import RegionSettings
+from mirror.core.catalog import Catalog
+from mirror.errors import AlreadyExistsError, InvalidValueError, NotFoundError
+from mirror.kv import MemoryKV
+from mirror.replicant.client import LakeFSClient, RemoteCommit
+from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.readers import NamespaceReaders
+from mirror.replicant.service import (
+    MirrorRequest,
+    ReplicantService,
+    ServiceSettings,
+    UnknownRegionError,
+)
+from mirror.replicant.state import MirrorConfig, MirrorExistsError, ReplicantStore
+from mirror.replicant.worker import MirrorWorker, WorkerSettings, _parents_first
+from mirror.validator import MemoryValidatedRanges, ThreadedObjectReader, Validator
+
+ADMIN = ("AKIAADMIN00000000001", "admin-secret")
+REPLICATOR = ("AKIAREPLICATOR000001", "replicator-secret")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Region:
+    name: str
+    catalog: Catalog
+    resolver: BlockResolver
+    app: object
+
+    def client(self, key: tuple[str, str]) -> LakeFSClient:
+        transport = httpx.ASGITransport(app=self.app)  # type: ignore[arg-type]
+        return LakeFSClient(f"http://{self.name}", *key, transport=transport)
+
+
+def _region(name: str) -> Region:
+    kv = MemoryKV()
+    resolver = BlockResolver()
+    catalog = Catalog(kv, resolver)
+    auth = AuthStore(kv)
+    auth.bootstrap_admin("admin", *ADMIN)
+    auth.create_user("replicator")
+    auth.attach_user_policy("replicator", "Replicator")
+    auth.create_credentials("replicator", *REPLICATOR)
+    app = create_app(catalog, auth, namespace_schemes=("mem",))
+    return Region(name, catalog, resolver, app)
+
+
+def _copy_all(
+    src: BlockStore, dst: BlockStore, skip: Callable[[str], bool] = lambda k: False
+) -> int:
+    copied = 0
+    for info in src.list():
+        if not skip(info.key) and not dst.exists(info.key):
+            dst.put(info.key, src.get(info.key))
+            copied += 1
+    return copied
+
+
+async def _until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)  # a poll of a deadline-bounded wait
+
+
+@dataclass
+class Pair:
+    a: Region
+    b: Region
+    source_ns: str
+    mirror_ns: str
+    config: MirrorConfig
+    worker: MirrorWorker
+    metrics: ReplicantMetrics
+
+    @property
+    def src_store(self) -> BlockStore:
+        return self.a.resolver.open(self.source_ns)
+
+    @property
+    def dst_store(self) -> BlockStore:
+        return self.b.resolver.open(self.mirror_ns)
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[Pair]:
+    a, b = _region("a"), _region("b")
+    tag = uuid.uuid4().hex[:8]
+    source_ns, mirror_ns = f"mem://src-{tag}", f"mem://dst-{tag}"
+    a.catalog.create_repository("origin", source_ns)
+    dest = b.client(REPLICATOR)
+    await dest.create_mirror_repository("origin-mirror", mirror_ns, "main", "a/origin")
+    config = MirrorConfig("origin-mirror", "a", "origin", "b", mirror_ns)
+    metrics = ReplicantMetrics()
+    validator = Validator(
+        ThreadedObjectReader(b.resolver.open(mirror_ns)),
+        validated=MemoryValidatedRanges(),
+        events=metrics.for_validation(config.name),
+    )
+    worker = MirrorWorker(
+        config,
+        a.client(ADMIN),
+        dest,
+        validator,
+        ReplicantStore(MemoryKV()),
+        metrics,
+        WorkerSettings(poll_interval=0.01),
+    )
+    yield Pair(a, b, source_ns, mirror_ns, config, worker, metrics)
+    await worker.source.aclose()
+    await dest.aclose()
+
+
+def _commit(region: Region, files: dict[str, bytes | None], message: str) -> str:
+    for path, data in files.items():
+        if data is None:
+            region.catalog.delete_object("origin", "main", path)
+        else:
+            region.catalog.upload_object("origin", "main", path, data)
+    return str(region.catalog.commit("origin", "main", message).commit.id)
+
+
+def _value(metrics: ReplicantMetrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+@pytest.mark.anyio
+async def test_the_head_moves_only_once_every_file_arrived(pair: Pair) -> None:
+    _commit(pair.a, {"a.csv": b"1", "b.csv": b"2"}, "one")
+    head = _commit(pair.a, {"c.csv": b"3" * 5000, "a.csv": None}, "two")
+    data_key = pair.a.catalog.stat_object("origin", "main", "c.csv").physical_address
+    held = data_key.split("/", 3)[-1]
+    _copy_all(pair.src_store, pair.dst_store, skip=lambda k: k == held)
+    sync = asyncio.create_task(pair.worker.sync_branch("main"))
+    await _until(
+        lambda: [(s.state, s.missing_objects) for s in pair.worker.status()] == [("waiting", 1)],
+        "waiting on c.csv",
+    )
+    status = pair.worker.status()[0]
+    assert held in status.missing_sample[0]
+    assert status.lag_commits == 2
+    mirror_head = pair.b.catalog.get_branch("origin-mirror", "main").commit_id
+    assert mirror_head != head
+    # the commits are there already, and verified against their content
+    assert pair.b.catalog.verify_commit("origin-mirror", head)
+    assert not sync.done()
+    _copy_all(pair.src_store, pair.dst_store)
+    assert await asyncio.wait_for(sync, 10) is True
+    assert pair.b.catalog.get_branch("origin-mirror", "main").commit_id == head
+    labels = {"mirror": "origin-mirror", "branch": "main"}
+    assert _value(pair.metrics, "lakemirror_head_advances_total", **labels) == 1
+    assert _value(pair.metrics, "lakemirror_commits_skipped_total", **labels) == 1
+    assert pair.worker.status()[0].state == "synced"
+    # nothing new: no move
+    assert await pair.worker.sync_branch("main") is False
+
+
+@pytest.mark.anyio
+async def test_a_concurrent_head_move_is_not_overwritten(pair: Pair) -> None:
+    first = _commit(pair.a, {"x": b"x"}, "x")
+    _copy_all(pair.src_store, pair.dst_store)
+    assert await pair.worker.sync_branch("main") is True
+    _commit(pair.a, {"y": b"y"}, "y")
+    _copy_all(pair.src_store, pair.dst_store)
+    # someone else moves the mirror head back while the worker is not looking
+    placeholder = pair.b.catalog.log("origin-mirror", first).__next__().parents[0]
+    pair.b.catalog.set_branch_head("origin-mirror", "main", placeholder, first, force=True)
+    assert await pair.worker.sync_branch("main") is True
+    assert pair.b.catalog.get_branch("origin-mirror", "main").commit_id != placeholder
+
+
+@pytest.mark.anyio
+async def test_tags_and_deleted_branches_follow_the_source(pair: Pair) -> None:
+    c1 = _commit(pair.a, {"a": b"a"}, "a")
+    pair.a.catalog.create_branch("origin", "dev", "main")
+    pair.a.catalog.create_tag("origin", "v1", c1)
+    _copy_all(pair.src_store, pair.dst_store)
+    await pair.worker.poll_once()
+    await _until(lambda: pair.b.catalog.branch_exists("origin-mirror", "dev"), "dev on the mirror")
+    assert pair.b.catalog.get_tag("origin-mirror", "v1") == c1
+    pair.a.catalog.delete_branch("origin", "dev")
+    pair.a.catalog.delete_tag("origin", "v1")
+    await pair.worker.poll_once()
+    assert not pair.b.catalog.branch_exists("origin-mirror", "dev")
+    assert list(pair.b.catalog.list_tags("origin-mirror")) == []
+    for task in pair.worker._branch_tasks.values():
+        task.cancel()
+    await asyncio.gather(*pair.worker._branch_tasks.values(), return_exceptions=True)
+
+
+@pytest.mark.anyio
+async def test_a_tag_waits_for_its_files(pair: Pair) -> None:
+    c1 = _commit(pair.a, {"a": b"a"}, "a")
+    pair.a.catalog.create_tag("origin", "v1", c1)
+    await pair.worker._mirror_tags()
+    assert list(pair.b.catalog.list_tags("origin-mirror")) == []
+    assert pair.worker.pending_tags == {"v1": c1}
+    _copy_all(pair.src_store, pair.dst_store)
+    await pair.worker._mirror_tags()
+    assert pair.b.catalog.get_tag("origin-mirror", "v1") == c1
+
+
+# the service: configuration errors
+
+
+@pytest.fixture
+async def service() -> AsyncIterator[ReplicantService]:
+    a, b, c = _region("a"), _region("b"), _region("c")
+    a.catalog.create_repository("origin", "mem://svc-src")
+    apps = {"http://a": a.app, "http://b": b.app, "http://c": c.app}
+    keys = {"http://a": ADMIN, "http://b": REPLICATOR, "http://c": ADMIN}
+
+    def factory(s: RegionSettings) -> LakeFSClient:
+        transport = httpx.ASGITransport(app=apps[s.server_url])  # type: ignore[arg-type]
+        return LakeFSClient(s.server_url, *keys[s.server_url], transport=transport)
+
+    regions = {
+        "a": RegionSettings(server_url="http://a"),
+        "b": RegionSettings(server_url="http://b"),
+        "c": RegionSettings(server_url="http://c"),
+    }
+    svc = ReplicantService(
+        ServiceSettings(region="b", regions=regions, replica_id="unit"),
+        MemoryKV(),
+        NamespaceReaders(b.resolver),
+        client_factory=factory,
+    )
+    yield svc
+    await svc.stop()
+
+
+Call = Callable[[ReplicantService], Awaitable[object]]
+
+
+def _req(**kw: object) -> MirrorRequest:
+    base: dict[str, object] = {
+        "name": "origin-mirror",
+        "region": "b",
+        "storage_namespace": "mem://svc-dst",
+    }
+    base.update(kw)
+    return MirrorRequest(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("source", "request_", "error"),
+    [
+        ("nowhere", _req(), NotFoundError),
+        ("origin", _req(region="mars"), UnknownRegionError),
+        ("origin", _req(region="a"), UnknownRegionError),
+        ("origin", _req(source_region="b"), UnknownRegionError),
+        ("origin", _req(storage_namespace="ftp://x"), InvalidValueError),
+        ("origin", _req(name="Bad Name"), InvalidValueError),
+        ("origin", _req(branches=()), InvalidValueError),
+    ],
+)
+async def test_bad_mirror_requests_are_refused(
+    service: ReplicantService, source: str, request_: MirrorRequest, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        await service.create_mirror(source, request_)
+    assert list(service.store.list_mirrors()) == []
+
+
+@pytest.mark.anyio
+async def test_a_mirror_is_created_once(service: ReplicantService) -> None:
+    config = await service.create_mirror("origin", _req())
+    assert config.source_region == "a"
+    assert service.working() == ["origin-mirror"]
+    with pytest.raises(MirrorExistsError):
+        await service.create_mirror("origin", _req())
+    await service.delete_mirror("origin", "origin-mirror")
+    assert service.working() == []
+    with pytest.raises(NotFoundError):
+        service.get_mirror("origin", "origin-mirror")
+    # the mirror repository outlives the mirror: its name stays taken, and nothing is recorded
+    with pytest.raises(AlreadyExistsError):
+        await service.create_mirror("origin", _req())
+    assert list(service.store.list_mirrors()) == []
+
+
+# the store: leases
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_lease_is_held_until_it_expires() -> None:
+    store = ReplicantStore(MemoryKV())
+    assert store.try_lease("m", "p1", 10, now=100)
+    assert not store.try_lease("m", "p2", 10, now=105)
+    assert store.try_lease("m", "p1", 10, now=105)  # renewal
+    assert not store.try_lease("m", "p2", 10, now=114)
+    assert store.try_lease("m", "p2", 10, now=116)  # p1 stopped renewing at 105 + 10
+    assert not store.try_lease("m", "p1", 10, now=117)
+    store.release_lease("m", "p1")  # not the holder: nothing happens
+    assert store.get_lease("m") is not None and store.get_lease("m").owner == "p2"  # type: ignore[union-attr]
+    store.release_lease("m", "p2")
+    assert store.get_lease("m") is None
+
+
+def test_mirror_configs_round_trip() -> None:
+    store = ReplicantStore(MemoryKV())
+    config = MirrorConfig("m", "a", "origin", "b", "local://m", ("main", "rel-*"), False, 7)
+    store.add_mirror(config)
+    assert store.get_mirror("m") == config
+    assert config.mirrors_branch("rel-1") and not config.mirrors_branch("dev")
+    with pytest.raises(MirrorExistsError):
+        store.add_mirror(config)
+    store.delete_mirror("m")
+    assert list(store.list_mirrors()) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 30), max_size=3), min_size=1, max_size=30))
+def test_commits_are_imported_parents_first(parent_choices: list[list[int]]) -> None:
+    commits: dict[str, RemoteCommit] = {}
+    for i, choices in enumerate(parent_choices):
+        parents = tuple(sorted({f"c{p % i}" for p in choices})) if i else ()
+        commits[f"c{i}"] = RemoteCommit(f"c{i}", parents, "", 0, 0, {})
+    ordered = _parents_first(commits)
+    assert sorted(c.id for c in ordered) == sorted(commits)
+    position = {c.id: n for n, c in enumerate(ordered)}
+    for c in ordered:
+        assert all(position[p] < position[c.id] for p in c.parents)
