@@ -9,10 +9,20 @@ from fastapi import FastAPI
 
 from mirror import __version__
 from mirror.api import health
+from mirror.api import metrics as http_metrics
 from mirror.api.auth.store import AuthStore
 from mirror.api.deps import ApiState
 from mirror.api.errors import install_error_handlers
-from mirror.api.routers import auth, branches, config, objects, refs, repositories, tags
+from mirror.api.routers import (
+    auth,
+    branches,
+    config,
+    mirrors,
+    objects,
+    refs,
+    repositories,
+    tags,
+)
 from mirror.core.catalog import Catalog
 from mirror.logging import RequestLogMiddleware
 
@@ -56,9 +66,14 @@ def create_app(
         local_root=Path(local_root).resolve() if local_root is not None else None,
         namespace_schemes=frozenset(namespace_schemes),
     )
+    metrics = http_metrics.HttpMetrics()
+    app.state.metrics = metrics
     install_error_handlers(app)
     app.add_middleware(RequestLogMiddleware)
+    app.add_middleware(http_metrics.MetricsMiddleware, metrics=metrics)
     app.include_router(health.router)
-    for module in (config, repositories, branches, refs, tags, objects, auth):
+    app.include_router(http_metrics.router)
+    for module in (config, repositories, branches, refs, tags, objects, mirrors, auth):
         app.include_router(module.router, prefix=API_PREFIX)
+        metrics.name_routes(module.router.routes, API_PREFIX)
     return app

@@ -1,4 +1,10 @@
-"""The one place where LakeMirror's error tree becomes HTTP statuses and lakeFS error bodies."""
+"""The one place where LakeMirror's error tree becomes HTTP statuses and lakeFS error bodies.
+
+Two errors depend on the repository a request names. A write refused because the repository is
+read-only names the repository it mirrors. A missing file of a mirror repository (a range, a
+metarange, an object's data) means that replication has not delivered it yet: 503 with
+``Retry-After``, never 404, because the commit record may arrive before its files do.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,21 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mirror.block.errors import InvalidRangeError
+from mirror.api.deps import ApiState
+from mirror.block.errors import BlockNotFoundError, InvalidRangeError
+from mirror.core.committed import METADATA_PREFIX
 from mirror.core.errors import (
     DirtyBranchError,
     MergeConflictError,
     NoChangesError,
     NoMergeBaseError,
+    RepositoryReadOnlyError,
     TooManyTriesError,
 )
+from mirror.core.model import Repository
 from mirror.errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -31,9 +42,40 @@ from mirror.errors import (
     UnavailableError,
 )
 
-__all__ = ["error_response", "install_error_handlers", "status_for"]
+__all__ = [
+    "NotAMirrorError",
+    "NotYetReplicatedError",
+    "error_response",
+    "install_error_handlers",
+    "read_only_message",
+    "status_for",
+]
 
 log = logging.getLogger("mirror.api")
+
+
+class NotAMirrorError(InvalidValueError):
+    """A mirror endpoint was called on a repository that is not a (read-only) mirror."""
+
+    def __init__(self, repository: str) -> None:
+        super().__init__(f"repository {repository} is not a mirror")
+        self.repository = repository
+
+
+class NotYetReplicatedError(UnavailableError):
+    """A file of a mirror repository has not arrived in this region yet."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} not yet replicated to this region; retry later")
+        self.what = what
+
+
+def read_only_message(repo: Repository) -> str:
+    """Return why a write to the read-only repository ``repo`` is refused, naming its source."""
+    if repo.mirror_of:
+        return f'repository "{repo.id}" is a read-only mirror of "{repo.mirror_of}"'
+    return f'repository "{repo.id}" is read-only'
+
 
 # most specific first: the first matching class decides
 _STATUS: tuple[tuple[type[BaseException], int], ...] = (
@@ -87,9 +129,41 @@ def _lakemirror_error(exc: LakeMirrorError) -> Response:
     return error_response(status, str(exc), headers, **extra)
 
 
+def _repository_of(request: Request, name: str) -> Repository | None:
+    state: ApiState = request.app.state.api
+    try:
+        return state.catalog.get_repository(name)
+    except LakeMirrorError:
+        return None
+
+
+def _missing_file(request: Request, key: str) -> str:
+    if key.startswith(METADATA_PREFIX):
+        return f"metadata file {key!r}"
+    path = request.query_params.get("path")
+    return f"data of object {path!r}" if path else f"data file {key!r}"
+
+
+def _in_context(request: Request, exc: LakeMirrorError) -> LakeMirrorError:
+    """Return the error to answer with, given the repository the request names (blocking)."""
+    if isinstance(exc, RepositoryReadOnlyError):
+        repo = _repository_of(request, exc.repository)
+        if repo is not None:
+            return ReadOnlyError(read_only_message(repo))
+    if isinstance(exc, BlockNotFoundError):
+        name = request.path_params.get("repository")
+        repo = _repository_of(request, name) if isinstance(name, str) else None
+        if repo is not None and repo.read_only:
+            return NotYetReplicatedError(_missing_file(request, exc.key))
+    return exc
+
+
 async def _on_lakemirror_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, LakeMirrorError)
-    response = _lakemirror_error(exc)
+    error = exc
+    if isinstance(exc, RepositoryReadOnlyError | BlockNotFoundError):
+        error = await run_in_threadpool(_in_context, request, exc)
+    response = _lakemirror_error(error)
     if request.method == "HEAD":
         return Response(status_code=response.status_code, headers=_plain(response))
     return response

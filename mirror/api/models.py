@@ -26,6 +26,9 @@ __all__ = [
     "GroupModel",
     "Merge",
     "MergeResult",
+    "MirrorBranchUpdate",
+    "MirrorRepositoryCreation",
+    "MirrorTagCreation",
     "ObjectCopyCreation",
     "ObjectError",
     "ObjectErrorList",
@@ -256,6 +259,31 @@ class TagCreation(_Request):
     id: str
     ref: str
     force: bool = False
+
+
+class MirrorRepositoryCreation(_Request):
+    """``POST /mirror/repositories`` body: a read-only repository mirroring another region's."""
+
+    name: str
+    storage_namespace: str
+    default_branch: str = "main"
+    mirror_of: str = Field(description='the mirrored repository, e.g. "us-east-1/origin"')
+
+
+class MirrorBranchUpdate(_Request):
+    """``PUT /repositories/{repo}/mirror/branches/{branch}`` body: a compare-and-swap of the head.
+
+    ``expected`` ``null`` (or left out) creates the branch, which must not exist yet.
+    """
+
+    commit_id: str
+    expected: str | None = None
+
+
+class MirrorTagCreation(_Request):
+    """``PUT /repositories/{repo}/mirror/tags/{tag}`` body."""
+
+    commit_id: str
 
 
 class ObjectStats(BaseModel):

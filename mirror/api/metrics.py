@@ -1,0 +1,121 @@
+"""Prometheus metrics of the HTTP API: requests by route and status, and how long they took.
+
+``GET /metrics`` needs no authentication, like ``/healthz``: Prometheus scrapes it without
+credentials, and it carries no secret and no object name — its labels are the method, the route
+template (``/api/v1/repositories/{repository}/refs/{ref}/objects``, never the raw path) and the
+status. Each app has a registry of its own, so several apps can live in one process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+from starlette.routing import BaseRoute
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["UNMATCHED_ROUTE", "HttpMetrics", "MetricsMiddleware", "router"]
+
+UNMATCHED_ROUTE = "<unmatched>"
+"""The ``route`` label of requests no route matched (so unknown paths cannot grow the label set)."""
+
+router = APIRouter(tags=["health"])
+
+
+class HttpMetrics:
+    """The request counter and duration histogram of one app, in their own registry.
+
+    Attributes:
+        registry: Where the metrics live; ``GET /metrics`` renders it.
+        requests: ``lakemirror_http_requests_total{method,route,status}``.
+        duration: ``lakemirror_http_request_duration_seconds{method,route}``.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.requests = Counter(
+            "lakemirror_http_requests",
+            "HTTP requests answered, by method, route template and status.",
+            ("method", "route", "status"),
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "lakemirror_http_request_duration_seconds",
+            "Time from a request's arrival to the end of its response, by method and route.",
+            ("method", "route"),
+            registry=self.registry,
+        )
+        self._templates: dict[int, str] = {}
+
+    def name_routes(self, routes: Iterable[BaseRoute], prefix: str) -> None:
+        """Label requests served by ``routes`` with ``prefix`` before their path template.
+
+        A route of a router included with a prefix knows only its own part of the path.
+        """
+        for route in routes:
+            path = getattr(route, "path", None)
+            if isinstance(path, str):
+                self._templates[id(route)] = prefix + path
+
+    def route_label(self, route: object) -> str:
+        """Return the ``route`` label of a request that ``route`` served (``None``: no route)."""
+        known = self._templates.get(id(route))
+        if known is not None:
+            return known
+        path = getattr(route, "path", None)
+        return path if isinstance(path, str) else UNMATCHED_ROUTE
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one answered request and record its duration."""
+        self.requests.labels(method, route, str(status)).inc()
+        self.duration.labels(method, route).observe(seconds)
+
+    def render(self) -> bytes:
+        """Return every metric in Prometheus's text format."""
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    """Count each HTTP request and time it, labelled by its route template and status.
+
+    A request that fails with an unhandled error counts as status 500.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: HttpMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI connection."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        started = time.perf_counter()
+
+        async def send_seeing_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_seeing_status)
+        finally:
+            route = self.metrics.route_label(scope.get("route"))
+            self.metrics.observe(
+                scope.get("method", ""), route, status, time.perf_counter() - started
+            )
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    """Return the app's metrics in Prometheus's text format (no authentication)."""
+    registry: HttpMetrics = request.app.state.metrics
+    return Response(registry.render(), media_type=CONTENT_TYPE_LATEST)
