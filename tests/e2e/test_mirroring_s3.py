@@ -1,10 +1,10 @@
-"""Transactional mirroring between two regions on S3: each region's server on its own moto server.
+"""Transactional mirroring between two regions on S3: each region's objects on its own moto server.
 
-Region ``a`` keeps its objects in bucket A of moto server #1 and its KV in a DynamoDB table of the
-same server; region ``b`` (server and replicant) keeps its objects in bucket B of moto server #2
-and its KV, replicant state included, in a DynamoDB table there. The replication simulator copies
-``s3://A/<source>/...`` to ``s3://B/<mirror>/...``. Moto answers one request at a time, so
-object counts stay modest and the simulator polls gently.
+Region ``a`` keeps its objects in bucket A of moto server #1, region ``b`` (server and replicant)
+in bucket B of moto server #2; each region's KV is its SQLite file (DynamoDB is covered by the
+KV conformance suite). The replication simulator copies ``s3://A/<source>/...`` to
+``s3://B/<mirror>/...``, the replicant validates against bucket B. Moto answers one request at a
+time, so object counts stay modest and the simulator polls gently.
 """
 
 from __future__ import annotations
@@ -56,20 +56,24 @@ def s3_resolver(settings: S3Settings) -> Callable[[Path], BlockResolver]:
     return make
 
 
-def aws_region(server: MotoServer) -> tuple[RegionBackend, str, Any]:
-    """Return a region backed by a fresh bucket and DynamoDB table of ``server``.
+def s3_region(server: MotoServer) -> RegionBackend:
+    """Return a region keeping its objects in a fresh bucket of ``server`` and its KV in SQLite.
 
-    Also returns the bucket's name and a boto3 client of the server's S3.
+    Only the ``LAKEMIRROR_BLOCKSTORE__S3__*`` variables are set, so the region's server and its
+    replicants (both run with the region's environment) reach the same bucket.
     """
     settings = s3_settings(server)
-    client = make_s3_client(settings)
-    bucket = create_bucket(server, client)
-    backend = RegionBackend(
-        env=aws_backend_env(server, unique_name("kv")),
+    bucket = create_bucket(server, make_s3_client(settings))
+    env = {
+        key: value
+        for key, value in aws_backend_env(server, unique_name("unused")).items()
+        if key.startswith("LAKEMIRROR_BLOCKSTORE__")
+    }
+    return RegionBackend(
+        env=env,
         namespace_root=f"s3://{bucket}/",
         resolver=s3_resolver(settings),
     )
-    return backend, bucket, client
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +82,8 @@ def s3_world(
     moto_region: MotoServer,  # noqa: F811
     moto_second_region: MotoServer,  # noqa: F811
 ) -> Iterator[TwoRegions]:
-    backend_a, _, _ = aws_region(moto_region)
-    backend_b, _, _ = aws_region(moto_second_region)
+    backend_a = s3_region(moto_region)
+    backend_b = s3_region(moto_second_region)
     with two_regions(tmp_path_factory.mktemp("s3-regions"), backend_a, backend_b) as world:
         yield world
 
@@ -125,9 +129,7 @@ def test_s3_commit_appears_whole_and_uncommitted_never(
         for i in range(OBJECTS):
             main.object(f"table/part-{i:03}.csv").upload(f"row,{i}\n".encode() * (i + 1))
         # the data files reach bucket B, yet nothing uncommitted may show on the mirror
-        wait_for(
-            lambda: sim.stats.copied >= OBJECTS and sim.stats.pending == 0, 30, "replication"
-        )
+        wait_for(lambda: sim.stats.copied >= OBJECTS and sim.stats.pending == 0, 30, "replication")
         assert _objects(world.b.client, name, "main") == {}
         commit = main.commit(f"add {OBJECTS} objects").get_commit().id
         wait_for(lambda: world.b.head(name, "main") == commit, 30, "mirror head")
