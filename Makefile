@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= ./lakemirror-data
+DEMO_DIR ?= ./lakemirror-demo
+DEMO_DURATION ?= 60
 
-.PHONY: install run test test-fast lint bench clean
+.PHONY: install demo run test test-fast lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +15,9 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 install: $(BIN)/.installed
+
+demo: install
+	$(BIN)/lakemirror demo --data-dir $(DEMO_DIR) --duration $(DEMO_DURATION)
 
 run: install
 	$(BIN)/lakemirror server --data-dir $(DATA_DIR)
@@ -32,4 +37,4 @@ bench: install
 	$(BIN)/python -m bench.core
 
 clean:
-	rm -rf $(VENV) $(DATA_DIR) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DATA_DIR) $(DEMO_DIR) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -10,9 +10,11 @@ from collections.abc import Sequence
 from mirror import __version__
 from mirror.cli.commands import register_all
 from mirror.cli.config_cmd import add_config_file_option, register_config_command, show_config
+from mirror.cli.demo import register_demo_command, run_demo
 from mirror.cli.kv_cmd import init_kv, register_kv_command
 from mirror.cli.replicant_cmd import register_replicant_command, run_replicant
 from mirror.cli.run import add_client_options, client_options, run_client_command
+from mirror.cli.simulate_cmd import register_simulate_command, run_simulate
 from mirror.cli.tour import run_tour
 
 __all__ = ["main"]
@@ -60,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
         help="log lines as JSON or readable text; auto: readable on a terminal (logging.format)",
     )
     register_replicant_command(sub)
+    register_simulate_command(sub)
+    register_demo_command(sub)
     register_config_command(sub)
     register_kv_command(sub)
     register_all(sub, client_options())
@@ -82,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command == "replicant":
         return run_replicant(args, out=sys.stdout, err=sys.stderr)
+    if args.command == "simulate-replication":
+        return run_simulate(args, sys.stdout, sys.stderr)
+    if args.command == "demo":
+        return run_demo(args, sys.stdout, sys.stderr)
     return 2
 
 
