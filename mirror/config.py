@@ -159,7 +159,7 @@ class BlockstoreSettings(_Section):
 class RegionSettings(_Section):
     """How to reach one region's lakeFS-compatible server (for the replicant)."""
 
-    server_url: str = Field(min_length=1)
+    server_url: str | None = None
     """The server's base URL, e.g. ``https://lakemirror.eu-central-1.example.com``."""
     access_key_id: str | None = None
     secret_access_key: SecretStr | None = None

@@ -87,6 +87,20 @@ class ReplicantMetrics:
             registry=r,
         )
 
+    def forget_branch(self, mirror: str, branch: str) -> None:
+        """Stop exporting the series of a branch that is no longer mirrored."""
+        for metric in (
+            self.lag_seconds,
+            self.lag_commits,
+            self.head_advances,
+            self.commits_skipped,
+            self.last_advance,
+        ):
+            try:
+                metric.remove(mirror, branch)
+            except KeyError:
+                continue
+
     def for_validation(self, mirror: str) -> ValidationMetrics:
         """Return validator event hooks that count into this mirror's series."""
         return ValidationMetrics(self, mirror)

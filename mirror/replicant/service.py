@@ -94,6 +94,9 @@ class ReplicantService:
                 f"replicant.region {settings.region!r} is not among the configured regions "
                 f"({', '.join(sorted(settings.regions)) or 'none'})"
             )
+        unset = sorted(name for name, r in settings.regions.items() if not r.server_url)
+        if unset:
+            raise UnknownRegionError(f"regions without a server_url: {', '.join(unset)}")
         self.settings = settings
         self.store = ReplicantStore(kv)
         self.readers = readers
@@ -346,4 +349,4 @@ class ReplicantService:
 
 def _client(settings: RegionSettings) -> LakeFSClient:
     secret = settings.secret_access_key.get_secret_value() if settings.secret_access_key else ""
-    return LakeFSClient(settings.server_url, settings.access_key_id or "", secret)
+    return LakeFSClient(settings.server_url or "", settings.access_key_id or "", secret)

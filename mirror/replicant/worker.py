@@ -145,6 +145,7 @@ class MirrorWorker:
                 continue
             self._status.pop(branch, None)
             self.store.drop_status(self.config.name, branch)
+            self.metrics.forget_branch(self.config.name, branch)
             self._log.info("branch deleted at the source; deleted on the mirror", branch=branch)
 
     async def _branch_loop(self, branch: str) -> None:

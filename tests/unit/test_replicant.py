@@ -212,6 +212,8 @@ async def test_tags_and_deleted_branches_follow_the_source(pair: Pair) -> None:
     pair.a.catalog.delete_tag("origin", "v1")
     await pair.worker.poll_once()
     assert not pair.b.catalog.branch_exists("origin-mirror", "dev")
+    gauge = {"mirror": "origin-mirror", "branch": "dev"}
+    assert pair.metrics.registry.get_sample_value("lakemirror_lag_commits", gauge) is None
     assert list(pair.b.catalog.list_tags("origin-mirror")) == []
     for task in pair.worker._branch_tasks.values():
         task.cancel()
@@ -308,6 +310,16 @@ async def test_a_mirror_is_created_once(service: ReplicantService) -> None:
     with pytest.raises(AlreadyExistsError):
         await service.create_mirror("origin", _req())
     assert list(service.store.list_mirrors()) == []
+
+
+def test_every_region_needs_a_server_url() -> None:
+    regions = {"a": RegionSettings(access_key_id="AKIA"), "b": RegionSettings(server_url="x")}
+    with pytest.raises(UnknownRegionError, match="a"):
+        ReplicantService(
+            ServiceSettings(region="b", regions=regions),
+            MemoryKV(),
+            NamespaceReaders(BlockResolver()),
+        )
 
 
 # the store: leases
