@@ -2,6 +2,7 @@
 
 The server is a separate process, so the faults come from a small HTTP proxy between it and the
 moto server: it forwards every request and, when told to, answers the next N with 503 SlowDown.
+Other tests reuse the proxy through :func:`running_proxy` with a fault answer of their own.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,15 +38,22 @@ SLOW_DOWN = (
 )
 
 
+Fault = tuple[int, dict[str, str], bytes]
+"""The answer a failed request gets: status, headers, body."""
+
+SLOW_DOWN_FAULT: Fault = (503, {"Content-Type": "application/xml"}, SLOW_DOWN)
+
+
 @dataclass
 class FaultyProxy:
-    """Forwards to ``upstream``; the next ``failures`` requests get 503 instead."""
+    """Forwards to ``upstream``; the next ``failures`` requests get ``fault`` instead."""
 
     upstream: str
     url: str = ""
     failures: int = 0
     failed: int = 0
     forwarded: int = 0
+    fault: Fault = SLOW_DOWN_FAULT
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail_next(self, count: int) -> None:
@@ -64,6 +73,8 @@ class FaultyProxy:
 def _handler(proxy: FaultyProxy, upstream: httpx.Client) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # headers and body go out in two writes: without this, each answer waits on a delayed ACK
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -72,7 +83,7 @@ def _handler(proxy: FaultyProxy, upstream: httpx.Client) -> type[BaseHTTPRequest
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             if proxy.take_failure():
-                self._answer(503, {"Content-Type": "application/xml"}, SLOW_DOWN)
+                self._answer(*proxy.fault)
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             answer = upstream.request(self.command, self.path, headers=headers, content=body)
@@ -94,10 +105,11 @@ def _handler(proxy: FaultyProxy, upstream: httpx.Client) -> type[BaseHTTPRequest
     return Handler
 
 
-@pytest.fixture
-def proxy(moto_region: MotoServer) -> Iterator[FaultyProxy]:
-    state = FaultyProxy(moto_region.url)
-    with httpx.Client(base_url=moto_region.url, timeout=60.0) as upstream:
+@contextmanager
+def running_proxy(upstream_url: str, fault: Fault = SLOW_DOWN_FAULT) -> Iterator[FaultyProxy]:
+    """Run a :class:`FaultyProxy` to ``upstream_url`` on a free port until the block ends."""
+    state = FaultyProxy(upstream_url, fault=fault)
+    with httpx.Client(base_url=upstream_url, timeout=60.0) as upstream:
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, upstream))
         httpd.daemon_threads = True
         state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -109,6 +121,12 @@ def proxy(moto_region: MotoServer) -> Iterator[FaultyProxy]:
             httpd.shutdown()
             httpd.server_close()
             thread.join(timeout=10)
+
+
+@pytest.fixture
+def proxy(moto_region: MotoServer) -> Iterator[FaultyProxy]:
+    with running_proxy(moto_region.url) as state:
+        yield state
 
 
 @pytest.fixture
