@@ -44,7 +44,7 @@ from mirror.errors import InvalidValueError, LakeMirrorError
 if TYPE_CHECKING:
     from mirror.simulate import ReplicationSimulator, ReplicationStats
 
-__all__ = ["register_demo_command", "run_demo"]
+__all__ = ["DemoRegions", "demo_regions", "register_demo_command", "run_demo"]
 
 _PROG = "lakemirror demo"
 _SOURCE_REPO = "origin"
@@ -1106,6 +1106,56 @@ class _Demo:
         for http in self.clients:
             http.close()
         self.children.stop_all()
+
+
+@dataclass(frozen=True, slots=True)
+class DemoRegions:
+    """The demo's two running regions and the mirror between them, for scripts and benchmarks.
+
+    ``source`` and ``mirror`` are administrator clients of the regions' ``/api/v1``;
+    ``replicant`` is signed in to the configuration API with region ``b``'s administrator key.
+    """
+
+    source: httpx.Client
+    mirror: httpx.Client
+    replicant: httpx.Client
+    simulator: ReplicationSimulator
+    source_repo: str
+    mirror_repo: str
+    branch: str
+    initial_head: str | None
+
+
+@contextmanager
+def demo_regions(
+    data_dir: Path,
+    *,
+    delay: tuple[float, float] = (0.0, 2.0),
+    seed: int | None = None,
+    out: TextIO | None = None,
+) -> Iterator[DemoRegions]:
+    """Start what the demo starts (no writer, no view) and stop it all when the block ends.
+
+    Raises:
+        LakeMirrorError: a process did not start, or a set-up request failed.
+    """
+    options = _Options(data_dir, None, 1.0, delay, seed, False)
+    demo = _Demo(options, out or io.StringIO(), out or io.StringIO(), threading.Event())
+    try:
+        regions = demo._start()
+        assert demo.simulator is not None  # started by _start
+        yield DemoRegions(
+            regions.source,
+            regions.mirror,
+            regions.replicant,
+            demo.simulator,
+            _SOURCE_REPO,
+            _MIRROR_REPO,
+            _BRANCH,
+            regions.initial_head,
+        )
+    finally:
+        demo._shut_down()
 
 
 def run_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
