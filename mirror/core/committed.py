@@ -36,6 +36,8 @@ __all__ = [
     "TreeCursor",
     "WriteStats",
     "apply_changes",
+    "decode_metarange",
+    "decode_range",
 ]
 
 METADATA_PREFIX = "_lakefs/"
@@ -261,6 +263,42 @@ def _to_parquet(table: pa.Table) -> bytes:
     return buf.getvalue()
 
 
+def decode_metarange(data: bytes) -> list[RangeInfo]:
+    """Return the ranges listed by the bytes of a metarange file, in key order."""
+    cols = pq.read_table(io.BytesIO(data), use_threads=False).to_pydict()
+    return [
+        RangeInfo(RangeID(i), lo, hi, c, b)
+        for i, lo, hi, c, b in zip(
+            cols["range_id"],
+            cols["min_key"],
+            cols["max_key"],
+            cols["count"],
+            cols["bytes"],
+            strict=True,
+        )
+    ]
+
+
+def decode_range(data: bytes) -> tuple[list[str], list[Entry]]:
+    """Return the sorted keys held by the bytes of a range file and their entries."""
+    cols = pq.read_table(io.BytesIO(data), columns=_RANGE_COLUMNS, use_threads=False).to_pydict()
+    types = _ADDRESS_TYPES
+    entries = [
+        Entry(a, s, c, m, ct, dict(md) if md else {}, types[at])
+        for a, at, s, m, c, ct, md in zip(
+            cols["address"],
+            cols["address_type"],
+            cols["size"],
+            cols["mtime"],
+            cols["checksum"],
+            cols["content_type"],
+            cols["metadata"],
+            strict=True,
+        )
+    ]
+    return list(cols["key"]), entries
+
+
 class CommittedStore:
     """Read and write the range and metarange files of one storage namespace.
 
@@ -348,19 +386,7 @@ class CommittedStore:
         cached = self._cached("m:" + mid)
         if cached is not None:
             return cached  # type: ignore[return-value]
-        table = pq.read_table(io.BytesIO(self.block.get(METADATA_PREFIX + mid)), use_threads=False)
-        cols = table.to_pydict()
-        ranges = [
-            RangeInfo(RangeID(i), lo, hi, c, b)
-            for i, lo, hi, c, b in zip(
-                cols["range_id"],
-                cols["min_key"],
-                cols["max_key"],
-                cols["count"],
-                cols["bytes"],
-                strict=True,
-            )
-        ]
+        ranges = decode_metarange(self.block.get(METADATA_PREFIX + mid))
         self._remember("m:" + mid, ranges)
         return ranges
 
@@ -378,23 +404,7 @@ class CommittedStore:
         cached = self._cached("r:" + rid)
         if cached is not None:
             return cached  # type: ignore[return-value]
-        data = io.BytesIO(self.block.get(METADATA_PREFIX + rid))
-        cols = pq.read_table(data, columns=_RANGE_COLUMNS, use_threads=False).to_pydict()
-        types = _ADDRESS_TYPES
-        entries = [
-            Entry(a, s, c, m, ct, dict(md) if md else {}, types[at])
-            for a, at, s, m, c, ct, md in zip(
-                cols["address"],
-                cols["address_type"],
-                cols["size"],
-                cols["mtime"],
-                cols["checksum"],
-                cols["content_type"],
-                cols["metadata"],
-                strict=True,
-            )
-        ]
-        value = (list(cols["key"]), entries)
+        value = decode_range(self.block.get(METADATA_PREFIX + rid))
         self._remember("r:" + rid, value)
         return value
 
