@@ -424,6 +424,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help=f"a {QUICK_OBJECTS:,}-object repository"
     )
+    parser.add_argument(
+        "--freshness",
+        action="store_true",
+        help="also print the catch-up and lag tables of bench.mirror_lag (starts processes)",
+    )
+    parser.add_argument("--commits", type=int, default=60, help="commits of the lag run")
     args = parser.parse_args(argv)
     objects = args.objects
     if objects is None:
@@ -441,6 +447,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     synced = first_sync(lake)
     requests_per_commit(lake, synced)
+    if args.freshness:
+        from bench.mirror_lag import catch_up_table, lag_table, quiet
+
+        quiet()
+        catch_up_table()
+        lag_table(args.commits)
     print(
         f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "
         f"{load:.2f} at start, {os.getloadavg()[0]:.2f} at end"
