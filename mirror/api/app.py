@@ -21,6 +21,7 @@ from mirror.api.routers import (
     objects,
     refs,
     repositories,
+    staging,
     tags,
 )
 from mirror.core.catalog import Catalog
@@ -73,7 +74,7 @@ def create_app(
     app.add_middleware(http_metrics.MetricsMiddleware, metrics=metrics)
     app.include_router(health.router)
     app.include_router(http_metrics.router)
-    for module in (config, repositories, branches, refs, tags, objects, mirrors, auth):
+    for module in (config, repositories, branches, refs, tags, objects, staging, mirrors, auth):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)
     return app

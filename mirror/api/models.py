@@ -47,6 +47,9 @@ __all__ = [
     "RevertCreation",
     "Setup",
     "SetupState",
+    "StagingBulkCreation",
+    "StagingBulkObject",
+    "StagingBulkResult",
     "StatementModel",
     "StorageConfig",
     "TagCreation",
@@ -454,3 +457,30 @@ class PolicyList(BaseModel):
 
     pagination: Pagination
     results: list[PolicyModel]
+
+
+class StagingBulkObject(_Request):
+    """One already-written object to stage by its physical address.
+
+    ``size_bytes`` and ``checksum`` may be left out: the server then reads them from the object
+    store.
+    """
+
+    path: str
+    physical_address: str
+    size_bytes: int | None = Field(default=None, ge=0)
+    checksum: str | None = None
+    content_type: str | None = None
+    user_metadata: dict[str, str] | None = None
+
+
+class StagingBulkCreation(_Request):
+    """``POST /branches/{branch}/staging/bulk`` body."""
+
+    objects: list[StagingBulkObject]
+
+
+class StagingBulkResult(BaseModel):
+    """The staged objects, in request order."""
+
+    results: list[ObjectStats]
