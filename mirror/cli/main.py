@@ -16,6 +16,7 @@ from mirror.cli.replicant_cmd import register_replicant_command, run_replicant
 from mirror.cli.run import add_client_options, client_options, run_client_command
 from mirror.cli.simulate_cmd import register_simulate_command, run_simulate
 from mirror.cli.tour import run_tour
+from mirror.cli.validate_cmd import register_validate_command, run_validate
 
 __all__ = ["main"]
 
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     register_replicant_command(sub)
     register_simulate_command(sub)
     register_demo_command(sub)
+    register_validate_command(sub)
     register_config_command(sub)
     register_kv_command(sub)
     register_all(sub, client_options())
@@ -90,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_simulate(args, sys.stdout, sys.stderr)
     if args.command == "demo":
         return run_demo(args, sys.stdout, sys.stderr)
+    if args.command == "validate":
+        return run_validate(args, sys.stdout, sys.stderr)
     return 2
 
 

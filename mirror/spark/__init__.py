@@ -7,6 +7,15 @@ pyspark is imported only by the functions that need it.
 
 from __future__ import annotations
 
+from mirror.spark.bulk_validator import (
+    LISTING_SCHEMA,
+    BulkReport,
+    bulk_first_sync,
+    bulk_validate,
+    local_spark_session,
+    physical_root,
+    write_listing,
+)
 from mirror.spark.errors import (
     DatasetExistsError,
     EmptyDatasetError,
@@ -35,7 +44,9 @@ from mirror.spark.io import (
 
 __all__ = [
     "FORMATS",
+    "LISTING_SCHEMA",
     "MODES",
+    "BulkReport",
     "DatasetExistsError",
     "EmptyDatasetError",
     "NotABranchError",
@@ -51,8 +62,13 @@ __all__ = [
     "UnsupportedAddressError",
     "UnsupportedFormatError",
     "UnsupportedModeError",
+    "bulk_first_sync",
+    "bulk_validate",
+    "local_spark_session",
+    "physical_root",
     "read",
     "read_at",
     "spark_uri",
     "write",
+    "write_listing",
 ]
