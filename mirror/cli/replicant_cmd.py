@@ -69,6 +69,7 @@ def service_settings(config: LakeMirrorConfig) -> ServiceSettings:
         concurrency=r.concurrency,
         list_threshold=r.list_threshold,
         object_cache_size=r.object_cache_size,
+        bulk_threshold=r.bulk_threshold,
     )
     if r.replica_id:
         settings = replace(settings, replica_id=r.replica_id)

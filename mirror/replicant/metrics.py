@@ -50,6 +50,12 @@ class ReplicantMetrics:
             ("mirror", "result"),
             registry=r,
         )
+        self.bulk_validations = Counter(
+            "lakemirror_bulk_validations",
+            "First syncs validated by the Spark bulk job.",
+            ("mirror",),
+            registry=r,
+        )
         self.validation_requests = Counter(
             "lakemirror_validation_requests",
             "Object-store requests made by the validator, by operation.",

@@ -6,6 +6,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 from mirror.block import BlockResolver
+from mirror.block.protocol import BlockStore
 from mirror.block.resolver import split_namespace
 from mirror.validator import AsyncObjectReader, ThreadedObjectReader
 
@@ -53,6 +54,10 @@ class NamespaceReaders:
             reader = ThreadedObjectReader(self._resolver.open(namespace))
         self._readers[namespace] = reader
         return reader
+
+    def store(self, namespace: str) -> BlockStore:
+        """Return the synchronous store of ``namespace`` (for jobs that list it in bulk)."""
+        return self._resolver.open(namespace.rstrip("/"))
 
     def open_now(self, namespace: str) -> AsyncObjectReader:
         """Return a reader of ``namespace`` without awaiting (for objects outside a mirror).

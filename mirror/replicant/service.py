@@ -11,6 +11,7 @@ overlapping for a moment cannot move a head to an unvalidated commit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import time
@@ -24,6 +25,7 @@ from mirror.core.validate import validate_repository_id
 from mirror.errors import InvalidValueError, LakeMirrorError, NotFoundError, UnavailableError
 from mirror.kv import KV
 from mirror.logging import get_logger
+from mirror.replicant.bulk import BulkFirstSync
 from mirror.replicant.client import LakeFSClient
 from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.readers import NamespaceReaders
@@ -33,7 +35,7 @@ from mirror.replicant.state import (
     MirrorNotFoundError,
     ReplicantStore,
 )
-from mirror.replicant.worker import MirrorWorker, WorkerSettings
+from mirror.replicant.worker import FirstSync, MirrorWorker, WorkerSettings
 from mirror.validator import KVValidatedRanges, ObjectCache, Validator
 
 __all__ = ["MirrorRequest", "ReplicantService", "ServiceSettings", "UnknownRegionError"]
@@ -54,6 +56,7 @@ class ServiceSettings:
     concurrency: int = 32
     list_threshold: int = 8
     object_cache_size: int = 1_000_000
+    bulk_threshold: int = 0
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
@@ -106,6 +109,7 @@ class ReplicantService:
         self._clients: dict[str, LakeFSClient] = {}
         self._workers: dict[str, tuple[MirrorWorker, asyncio.Task[None]]] = {}
         self._manager: asyncio.Task[None] | None = None
+        self.bulk = BulkFirstSync(settings.bulk_threshold) if settings.bulk_threshold else None
         self._log = get_logger("mirror.replicant").bind(replica=settings.replica_id)
 
     # clients
@@ -279,6 +283,8 @@ class ReplicantService:
             await client.aclose()
         self._clients.clear()
         await self.readers.aclose()
+        if self.bulk is not None:
+            self.bulk.stop()
 
     async def _manage(self) -> None:
         interval = min(self.settings.poll_interval, self.settings.lease_seconds / 3)
@@ -310,9 +316,10 @@ class ReplicantService:
 
     async def _start_worker(self, config: MirrorConfig) -> None:
         reader = await self.readers.open(config.storage_namespace)
+        validated = KVValidatedRanges(self.store.kv, self.store.ranges_prefix(config.name))
         validator = Validator(
             reader,
-            validated=KVValidatedRanges(self.store.kv, self.store.ranges_prefix(config.name)),
+            validated=validated,
             objects=ObjectCache(self.settings.object_cache_size),
             events=self.metrics.for_validation(config.name),
             concurrency=self.settings.concurrency,
@@ -328,10 +335,22 @@ class ReplicantService:
             self.metrics,
             WorkerSettings(poll_interval=self.settings.poll_interval),
             clock=self._clock,
+            first_sync=self._first_sync(config, validated, validator),
         )
         task = asyncio.create_task(worker.run(), name=f"mirror:{config.name}")
         self._workers[config.name] = (worker, task)
         self._log.info("lease taken; worker started", mirror=config.name)
+
+    def _first_sync(
+        self, config: MirrorConfig, validated: KVValidatedRanges, validator: Validator
+    ) -> FirstSync | None:
+        bulk = self.bulk
+        if bulk is None:
+            return None
+        store = self.readers.store(config.storage_namespace)
+        return functools.partial(
+            bulk.validate, config.storage_namespace, store, validated, validator
+        )
 
     async def _stop_worker(self, name: str, *, release: bool = True) -> None:
         running = self._workers.pop(name, None)

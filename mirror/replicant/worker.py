@@ -29,7 +29,10 @@ from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.state import BranchState, BranchStatus, MirrorConfig, ReplicantStore
 from mirror.validator import ValidationReport, Validator
 
-__all__ = ["MirrorWorker", "WorkerSettings"]
+__all__ = ["FirstSync", "MirrorWorker", "WorkerSettings"]
+
+FirstSync = Callable[[str], Awaitable[ValidationReport | None]]
+"""Validates a metarange with no base in bulk, or answers ``None`` to leave it to the validator."""
 
 _COMMIT_CACHE = 10_000
 _LAG_WALK_LIMIT = 100_000
@@ -54,6 +57,7 @@ class MirrorWorker:
         metrics: Where progress is counted.
         settings: Poll interval.
         clock: Wall-clock seconds (lag is measured against commit dates).
+        first_sync: Validates a branch's first commit (no base) in bulk when it is large.
     """
 
     def __init__(
@@ -66,6 +70,7 @@ class MirrorWorker:
         metrics: ReplicantMetrics,
         settings: WorkerSettings | None = None,
         clock: Callable[[], float] = time.time,
+        first_sync: FirstSync | None = None,
     ) -> None:
         self.config = config
         self.source = source
@@ -82,6 +87,7 @@ class MirrorWorker:
         self._status: dict[str, BranchStatus] = {}
         self._branch_tasks: dict[str, asyncio.Task[None]] = {}
         self._pending_tags: dict[str, str] = {}
+        self._first_sync = first_sync
 
     # the loops
 
@@ -234,8 +240,16 @@ class MirrorWorker:
     ) -> ValidationReport | None:
         """Validate ``target`` until complete; ``None`` if the mirror head moved meanwhile."""
         name = self.config.name
+        bulk = not base and self._first_sync is not None
         while True:
-            report = await self.validator.validate(target.meta_range_id, base)
+            report = None
+            if bulk and self._first_sync is not None:
+                bulk = False
+                report = await self._first_sync(target.meta_range_id)
+                if report is not None:
+                    self.metrics.bulk_validations.labels(name).inc()
+            if report is None:
+                report = await self.validator.validate(target.meta_range_id, base)
             result = "complete" if report.complete else "incomplete"
             self.metrics.validations.labels(name, result).inc()
             if report.complete:

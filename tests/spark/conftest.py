@@ -27,7 +27,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """Start one local SparkSession (2 cores, UI off, few shuffle partitions) for the session."""
-    pyspark_sql = pytest.importorskip("pyspark.sql")
+    import pyspark.sql as pyspark_sql
+
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
