@@ -124,6 +124,7 @@ class _Options:
     delay: tuple[float, float]
     seed: int | None
     live: bool
+    drop_probability: float = _DROP_PROBABILITY
 
 
 def _seconds(option: str, text: str, *, positive: bool = False) -> float:
@@ -1011,14 +1012,14 @@ class _Demo:
             BlockResolver(region_b).open(f"local://{_MIRROR_REPO}"),
             seed=opts.seed,
             delay=opts.delay,
-            drop_probability=_DROP_PROBABILITY,
+            drop_probability=opts.drop_probability,
             drop_for=_DROP_FOR,
             poll_interval=0.1,
         )
         self.simulator.start()
         self.say(
             f"  replication  region a local://{_SOURCE_REPO} -> region b local://{_MIRROR_REPO}: "
-            f"{low:g}-{high:g} s late, random order, {_DROP_PROBABILITY:.0%} of deliveries "
+            f"{low:g}-{high:g} s late, random order, {opts.drop_probability:.0%} of deliveries "
             "dropped and retried"
         )
         replicant = self.client(rep.url, key_b)
@@ -1131,6 +1132,7 @@ def demo_regions(
     data_dir: Path,
     *,
     delay: tuple[float, float] = (0.0, 2.0),
+    drop_probability: float = _DROP_PROBABILITY,
     seed: int | None = None,
     out: TextIO | None = None,
 ) -> Iterator[DemoRegions]:
@@ -1139,7 +1141,7 @@ def demo_regions(
     Raises:
         LakeMirrorError: a process did not start, or a set-up request failed.
     """
-    options = _Options(data_dir, None, 1.0, delay, seed, False)
+    options = _Options(data_dir, None, 1.0, delay, seed, False, drop_probability)
     demo = _Demo(options, out or io.StringIO(), out or io.StringIO(), threading.Event())
     try:
         regions = demo._start()
