@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import math
 import os
 import random
 import secrets
@@ -39,7 +38,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 import httpx
 import yaml
 
-from mirror.errors import InvalidValueError, LakeMirrorError
+from mirror.cli.arguments import UsageError as _UsageError
+from mirror.cli.arguments import parse_interval, parse_seconds
+from mirror.errors import LakeMirrorError
 
 if TYPE_CHECKING:
     from mirror.simulate import ReplicationSimulator, ReplicationStats
@@ -61,10 +62,6 @@ _REPLICANT_POLL = 0.2
 _OBSERVE_EVERY = 0.25
 _PLAIN_EVERY = 2.0
 _HTTP_TIMEOUT = 30.0
-
-
-class _UsageError(InvalidValueError):
-    """An argument is invalid: the message is the line to print."""
 
 
 class _DemoError(LakeMirrorError):
@@ -127,26 +124,6 @@ class _Options:
     drop_probability: float = _DROP_PROBABILITY
 
 
-def _seconds(option: str, text: str, *, positive: bool = False) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise _UsageError(f"{option} {text!r}: not a number of seconds") from None
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        bound = "positive" if positive else "zero or more"
-        raise _UsageError(f"{option} {text!r}: must be a finite number {bound}")
-    return value
-
-
-def _interval(option: str, text: str) -> tuple[float, float]:
-    low_text, sep, high_text = text.partition(":")
-    low = _seconds(option, low_text)
-    high = _seconds(option, high_text) if sep else low
-    if low > high:
-        raise _UsageError(f"{option} {text!r}: MIN must not exceed MAX")
-    return low, high
-
-
 def _options(args: argparse.Namespace, out: TextIO) -> _Options:
     seed: int | None = None
     if args.seed is not None:
@@ -154,13 +131,13 @@ def _options(args: argparse.Namespace, out: TextIO) -> _Options:
             seed = int(args.seed)
         except ValueError:
             raise _UsageError(f"--seed {args.seed!r}: not an integer") from None
-    duration = None if args.duration is None else _seconds("--duration", args.duration)
+    duration = None if args.duration is None else parse_seconds("--duration", args.duration)
     isatty = getattr(out, "isatty", None)
     return _Options(
         data_dir=Path(args.data_dir),
         duration=duration,
-        commit_interval=_seconds("--commit-interval", args.commit_interval, positive=True),
-        delay=_interval("--delay", args.delay),
+        commit_interval=parse_seconds("--commit-interval", args.commit_interval, positive=True),
+        delay=parse_interval("--delay", args.delay),
         seed=seed,
         live=not args.no_live and callable(isatty) and bool(isatty()),
     )

@@ -9,7 +9,6 @@ deliveries for a while (``--drop``, ``--drop-for``) or letting small objects ove
 from __future__ import annotations
 
 import argparse
-import math
 import signal
 import sys
 import threading
@@ -19,8 +18,9 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
+from mirror.cli.arguments import UsageError as _UsageError
+from mirror.cli.arguments import parse_interval, parse_seconds
 from mirror.cli.config_cmd import add_config_file_option
-from mirror.errors import InvalidValueError
 
 if TYPE_CHECKING:
     from mirror.block.protocol import BlockStore
@@ -31,10 +31,6 @@ __all__ = ["register_simulate_command", "run_simulate"]
 
 _PROG = "lakemirror simulate-replication"
 _REPORT_EVERY = 1.0
-
-
-class _UsageError(InvalidValueError):
-    """An argument is invalid: the message is the line to print."""
 
 
 def register_simulate_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -98,27 +94,6 @@ def register_simulate_command(sub: argparse._SubParsersAction[argparse.ArgumentP
         help="for s3:// destinations, the blockstore.s3.regions entry to reach it with",
     )
     add_config_file_option(cmd)
-
-
-def _seconds(option: str, text: str, *, positive: bool = False) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise _UsageError(f"{option} {text!r}: not a number of seconds") from None
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        bound = "positive" if positive else "zero or more"
-        raise _UsageError(f"{option} {text!r}: must be a finite number {bound}")
-    return value
-
-
-def _interval(option: str, text: str) -> tuple[float, float]:
-    """Parse ``MIN:MAX`` (or one number, for both) into seconds."""
-    low_text, sep, high_text = text.partition(":")
-    low = _seconds(option, low_text)
-    high = _seconds(option, high_text) if sep else low
-    if low > high:
-        raise _UsageError(f"{option} {text!r}: MIN must not exceed MAX")
-    return low, high
 
 
 def _probability(option: str, text: str) -> float:
@@ -255,11 +230,11 @@ def _build(args: argparse.Namespace) -> tuple[ReplicationSimulator, float | None
         raise _UsageError("--from URI is required (local:///abs/path or s3://bucket/prefix)")
     if not args.destination:
         raise _UsageError("--to URI is required (local:///abs/path or s3://bucket/prefix)")
-    delay = _interval("--delay", args.delay)
+    delay = parse_interval("--delay", args.delay)
     drop = _probability("--drop", args.drop)
-    drop_for = _interval("--drop-for", args.drop_for)
-    poll = _seconds("--poll", args.poll, positive=True)
-    duration = None if args.duration is None else _seconds("--duration", args.duration)
+    drop_for = parse_interval("--drop-for", args.drop_for)
+    poll = parse_seconds("--poll", args.poll, positive=True)
+    duration = None if args.duration is None else parse_seconds("--duration", args.duration)
     seed = _seed(args.seed)
     config = load_config(args.config_file)
     source = _open_store(config, args.source, "--from", args.from_region)
