@@ -6,7 +6,8 @@
   replicant's worker (both regions' API apps in this process, their files copied in between):
   how many validations it ran, what it read;
 - lag: the demo's two regions (a server process each, the replicant process, replication that
-  delivers each file 0 to 2 s late in random order), a commit every second; for every commit, the
+  delivers each file 0 to 2 s after it appears, in random order, noticing new files within
+  10 ms), a commit every second; for every commit, the
   time from its creation until the mirror branch shows it or a later commit.
 """
 
@@ -145,7 +146,9 @@ def lag_table(
 
     with (
         tempfile.TemporaryDirectory(prefix="bench-lag-") as tmp,
-        demo_regions(Path(tmp), delay=delay, drop_probability=0.0, seed=1) as regions,
+        demo_regions(
+            Path(tmp), delay=delay, drop_probability=0.0, replication_poll=0.01, seed=1
+        ) as regions,
     ):
         src, dst = regions.source, regions.mirror
         repo, branch, mirror = regions.source_repo, regions.branch, regions.mirror_repo

@@ -122,6 +122,7 @@ class _Options:
     seed: int | None
     live: bool
     drop_probability: float = _DROP_PROBABILITY
+    replication_poll: float = 0.1
 
 
 def _options(args: argparse.Namespace, out: TextIO) -> _Options:
@@ -991,7 +992,7 @@ class _Demo:
             delay=opts.delay,
             drop_probability=opts.drop_probability,
             drop_for=_DROP_FOR,
-            poll_interval=0.1,
+            poll_interval=opts.replication_poll,
         )
         self.simulator.start()
         self.say(
@@ -1110,15 +1111,19 @@ def demo_regions(
     *,
     delay: tuple[float, float] = (0.0, 2.0),
     drop_probability: float = _DROP_PROBABILITY,
+    replication_poll: float = 0.1,
     seed: int | None = None,
     out: TextIO | None = None,
 ) -> Iterator[DemoRegions]:
     """Start what the demo starts (no writer, no view) and stop it all when the block ends.
 
+    ``replication_poll`` is how often the simulator looks for new files: the time it takes to
+    notice one comes on top of ``delay``.
+
     Raises:
         LakeMirrorError: a process did not start, or a set-up request failed.
     """
-    options = _Options(data_dir, None, 1.0, delay, seed, False, drop_probability)
+    options = _Options(data_dir, None, 1.0, delay, seed, False, drop_probability, replication_poll)
     demo = _Demo(options, out or io.StringIO(), out or io.StringIO(), threading.Event())
     try:
         regions = demo._start()
