@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,7 +24,7 @@ from mirror.api.auth.permissions import Action, Permission, repository_arn
 from mirror.api.auth.store import AuthStore
 from mirror.api.deps import Caller
 from mirror.api.errors import install_error_handlers
-from mirror.errors import AuthenticationError
+from mirror.errors import AuthenticationError, LakeMirrorError
 from mirror.logging import RequestLogMiddleware
 from mirror.replicant.service import MirrorRequest, ReplicantService
 from mirror.replicant.state import MirrorConfig
@@ -176,6 +177,16 @@ async def metrics(service: ServiceDep) -> Response:
 async def healthz(service: ServiceDep) -> dict[str, Any]:
     """Report liveness and the mirrors this replica works."""
     return {"status": "ok", "replica": service.settings.replica_id, "working": service.working()}
+
+
+@router.get("/readyz", include_in_schema=False)
+async def readyz(service: ServiceDep) -> Response:
+    """Answer 200 once the region's KV answers (the replicant's records are readable), else 503."""
+    try:
+        mirrors = len(list(service.store.list_mirrors()))
+    except LakeMirrorError as exc:
+        return JSONResponse({"status": "unavailable", "message": str(exc)}, status_code=503)
+    return JSONResponse({"status": "ready", "mirrors": mirrors})
 
 
 def create_replicant_app(
