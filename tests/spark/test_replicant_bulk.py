@@ -7,36 +7,24 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
+from fastapi import FastAPI
 
-from mirror.api.app import create_app
-from mirror.api.auth.store import AuthStore
 from mirror.block import BlockResolver
 from mirror.core.catalog import Catalog
 from mirror.kv import MemoryKV
 from mirror.replicant.bulk import BulkFirstSync
-from mirror.replicant.client import LakeFSClient
 from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.state import MirrorConfig, ReplicantStore
 from mirror.replicant.worker import MirrorWorker, WorkerSettings
 from mirror.validator import CountingEvents, MemoryValidatedRanges, ThreadedObjectReader, Validator
+from tests.inprocess import ADMIN, REPLICATOR, app_client, region_app
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-ADMIN = ("AKIAADMIN00000000001", "admin-secret")
-REPLICATOR = ("AKIAREPLICATOR000001", "replicator-secret")
 
-
-def _region(root: Path) -> tuple[Catalog, object]:
-    kv = MemoryKV()
-    catalog = Catalog(kv, BlockResolver(root))
-    auth = AuthStore(kv)
-    auth.bootstrap_admin("admin", *ADMIN)
-    auth.create_user("replicator")
-    auth.attach_user_policy("replicator", "Replicator")
-    auth.create_credentials("replicator", *REPLICATOR)
-    return catalog, create_app(catalog, auth, local_root=root)
+def _region(root: Path) -> tuple[Catalog, FastAPI]:
+    return region_app(BlockResolver(root), local_root=root)
 
 
 async def _first_sync(tmp_path: Path, spark: SparkSession, threshold: int) -> dict[str, float]:
@@ -49,8 +37,8 @@ async def _first_sync(tmp_path: Path, spark: SparkSession, threshold: int) -> di
     for i in range(3000):
         a.upload_object("origin", "main", f"rows/{i:05}.csv", f"{i}\n".encode())
     a.commit("origin", "main", "3,000 rows")
-    source = LakeFSClient("http://a", *ADMIN, transport=httpx.ASGITransport(app=a_app))  # type: ignore[arg-type]
-    dest = LakeFSClient("http://b", *REPLICATOR, transport=httpx.ASGITransport(app=b_app))  # type: ignore[arg-type]
+    source = app_client(a_app, "a", ADMIN)
+    dest = app_client(b_app, "b", REPLICATOR)
     await dest.create_mirror_repository("origin-mirror", "local://mirror", "main", "a/origin")
     shutil.copytree(a_root / "origin", b_root / "mirror", dirs_exist_ok=True)
     store = BlockResolver(b_root).open("local://mirror")

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.api.app import create_app
-from mirror.api.auth.store import AuthStore
 from mirror.block import BlockResolver
 from mirror.block.protocol import BlockStore
 from mirror.config import RegionSettings
@@ -38,9 +37,7 @@ from mirror.replicant.service import (
 from mirror.replicant.state import MirrorConfig, MirrorExistsError, ReplicantStore
 from mirror.replicant.worker import MirrorWorker, WorkerSettings, _parents_first
 from mirror.validator import MemoryValidatedRanges, ThreadedObjectReader, Validator
-
-ADMIN = ("AKIAADMIN00000000001", "admin-secret")
-REPLICATOR = ("AKIAREPLICATOR000001", "replicator-secret")
+from tests.inprocess import ADMIN, REPLICATOR, app_client, region_app
 
 
 @pytest.fixture
@@ -53,23 +50,15 @@ class Region:
     name: str
     catalog: Catalog
     resolver: BlockResolver
-    app: object
+    app: FastAPI
 
     def client(self, key: tuple[str, str]) -> LakeFSClient:
-        transport = httpx.ASGITransport(app=self.app)  # type: ignore[arg-type]
-        return LakeFSClient(f"http://{self.name}", *key, transport=transport)
+        return app_client(self.app, self.name, key)
 
 
 def _region(name: str) -> Region:
-    kv = MemoryKV()
     resolver = BlockResolver()
-    catalog = Catalog(kv, resolver)
-    auth = AuthStore(kv)
-    auth.bootstrap_admin("admin", *ADMIN)
-    auth.create_user("replicator")
-    auth.attach_user_policy("replicator", "Replicator")
-    auth.create_credentials("replicator", *REPLICATOR)
-    app = create_app(catalog, auth, namespace_schemes=("mem",))
+    catalog, app = region_app(resolver, namespace_schemes=("mem",))
     return Region(name, catalog, resolver, app)
 
 
