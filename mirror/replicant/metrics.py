@@ -26,6 +26,12 @@ class ReplicantMetrics:
             branch,
             registry=r,
         )
+        self.missing_objects = Gauge(
+            "lakemirror_missing_objects",
+            "Files of the head being validated that have not arrived yet.",
+            branch,
+            registry=r,
+        )
         self.head_advances = Counter(
             "lakemirror_head_advances",
             "Times a mirror branch head moved to a validated commit.",
@@ -98,6 +104,7 @@ class ReplicantMetrics:
         for metric in (
             self.lag_seconds,
             self.lag_commits,
+            self.missing_objects,
             self.head_advances,
             self.commits_skipped,
             self.last_advance,

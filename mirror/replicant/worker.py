@@ -306,6 +306,7 @@ class MirrorWorker:
         labels = (self.config.name, status.branch)
         self.metrics.lag_seconds.labels(*labels).set(status.lag_seconds)
         self.metrics.lag_commits.labels(*labels).set(status.lag_commits)
+        self.metrics.missing_objects.labels(*labels).set(status.missing_objects)
         self.store.put_status(self.config.name, status)
 
     # commits

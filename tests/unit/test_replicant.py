@@ -157,6 +157,8 @@ async def test_the_head_moves_only_once_every_file_arrived(pair: Pair) -> None:
     )
     status = pair.worker.status()[0]
     assert held in status.missing_sample[0]
+    labels = {"mirror": "origin-mirror", "branch": "main"}
+    assert _value(pair.metrics, "lakemirror_missing_objects", **labels) == 1
     assert status.lag_commits == 2
     mirror_head = pair.b.catalog.get_branch("origin-mirror", "main").commit_id
     assert mirror_head != head
@@ -166,10 +168,10 @@ async def test_the_head_moves_only_once_every_file_arrived(pair: Pair) -> None:
     _copy_all(pair.src_store, pair.dst_store)
     assert await asyncio.wait_for(sync, 10) is True
     assert pair.b.catalog.get_branch("origin-mirror", "main").commit_id == head
-    labels = {"mirror": "origin-mirror", "branch": "main"}
     assert _value(pair.metrics, "lakemirror_head_advances_total", **labels) == 1
     assert _value(pair.metrics, "lakemirror_commits_skipped_total", **labels) == 1
     assert pair.worker.status()[0].state == "synced"
+    assert _value(pair.metrics, "lakemirror_missing_objects", **labels) == 0
     # nothing new: no move
     assert await pair.worker.sync_branch("main") is False
 
