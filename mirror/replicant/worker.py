@@ -82,7 +82,8 @@ class MirrorWorker:
         self._clock = clock
         self._log = get_logger("mirror.replicant").bind(mirror=config.name)
         self._commits: OrderedDict[str, RemoteCommit] = OrderedDict()
-        self._imported: set[str] = set()
+        # commits known to be on the mirror; forgetting one only costs a lookup on the mirror
+        self._imported: OrderedDict[str, None] = OrderedDict()
         self._import_lock = asyncio.Lock()
         self._status: dict[str, BranchStatus] = {}
         self._branch_tasks: dict[str, asyncio.Task[None]] = {}
@@ -335,18 +336,24 @@ class MirrorWorker:
                 if cid in self._imported or cid in missing:
                     continue
                 if await self.dest.has_commit(self.config.name, cid):
-                    self._imported.add(cid)
+                    self._remember_imported(cid)
                     continue
                 commit = await self._commit(cid)
                 missing[cid] = commit
                 todo.extend(commit.parents)
             for commit in _parents_first(missing):
                 await self.dest.import_commit(self.config.name, commit)
-                self._imported.add(commit.id)
+                self._remember_imported(commit.id)
                 self.metrics.commits_imported.labels(self.config.name).inc()
             if missing:
                 self._log.info("commits copied", count=len(missing), head=head)
             return len(missing)
+
+    def _remember_imported(self, commit_id: str) -> None:
+        self._imported[commit_id] = None
+        self._imported.move_to_end(commit_id)
+        while len(self._imported) > _COMMIT_CACHE:
+            self._imported.popitem(last=False)
 
     async def _behind(self, head: str, current: str | None) -> tuple[int, int | None]:
         """Return how far ``head`` is ahead of ``current`` along first parents.
