@@ -15,9 +15,10 @@ from typing import Any
 
 import httpx
 import lakefs
+import lakefs_sdk
 import pytest
 
-from tests.integration.harness import Server, running_server, unique
+from tests.integration.harness import MakeUser, Principal, Server, running_server, unique
 from tests.integration.moto_fixtures import (  # noqa: F401  (fixtures for the moto-backed tests)
     MotoServer,
     aws_backend_env,
@@ -97,3 +98,39 @@ def repo(server: Server, client: lakefs.Client) -> Iterator[lakefs.Repository]:
     repository = lakefs.Repository(name, client=client).create(server.namespace(name))
     yield repository
     repository.delete()
+
+
+@pytest.fixture
+def make_user(server: Server, client: lakefs.Client) -> Iterator[MakeUser]:
+    """Make users (in groups, with policies) for one test; delete them afterwards."""
+    made: list[Principal] = []
+    auth = client.sdk_client.auth_api
+
+    def make(*groups: str, policies: tuple[str, ...] = ()) -> Principal:
+        user_id = unique("user")
+        auth.create_user(lakefs_sdk.UserCreation(id=user_id))
+        for group in groups:
+            auth.add_group_membership(group, user_id)
+        for policy in policies:
+            auth.attach_policy_to_user(user_id, policy)
+        creds = auth.create_credentials(user_id)
+        principal = Principal(
+            user_id,
+            creds.access_key_id,
+            creds.secret_access_key,
+            lakefs.Client(
+                host=server.url, username=creds.access_key_id, password=creds.secret_access_key
+            ),
+            httpx.Client(
+                base_url=f"{server.url}/api/v1",
+                auth=(creds.access_key_id, creds.secret_access_key),
+                timeout=30.0,
+            ),
+        )
+        made.append(principal)
+        return principal
+
+    yield make
+    for p in made:
+        p.http.close()
+        auth.delete_user(p.user_id)

@@ -8,12 +8,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import lakefs
 import pytest
 
 STARTUP_DEADLINE = 30.0
@@ -119,6 +120,21 @@ def running_server(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@dataclass
+class Principal:
+    """A user made for a test: its key, an SDK client and an HTTP client of ``/api/v1``."""
+
+    user_id: str
+    access_key_id: str
+    secret_access_key: str
+    client: lakefs.Client
+    http: httpx.Client
+
+
+MakeUser = Callable[..., Principal]
+"""``make_user(*groups, policies=(...))`` returns a new :class:`Principal`."""
 
 
 def unique(prefix: str) -> str:

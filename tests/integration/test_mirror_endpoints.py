@@ -21,46 +21,7 @@ import pytest
 from lakefs.exceptions import ServerException
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.harness import Server, unique
-
-
-@dataclass
-class Principal:
-    user_id: str
-    http: httpx.Client
-
-
-MakeUser = Callable[..., Principal]
-
-
-@pytest.fixture
-def make_user(server: Server, client: lakefs.Client) -> Iterator[MakeUser]:
-    made: list[Principal] = []
-    auth = client.sdk_client.auth_api
-
-    def make(*groups: str, policies: tuple[str, ...] = ()) -> Principal:
-        user_id = unique("user")
-        auth.create_user(lakefs_sdk.UserCreation(id=user_id))
-        for group in groups:
-            auth.add_group_membership(group, user_id)
-        for policy in policies:
-            auth.attach_policy_to_user(user_id, policy)
-        creds = auth.create_credentials(user_id)
-        principal = Principal(
-            user_id,
-            httpx.Client(
-                base_url=f"{server.url}/api/v1",
-                auth=(creds.access_key_id, creds.secret_access_key),
-                timeout=30.0,
-            ),
-        )
-        made.append(principal)
-        return principal
-
-    yield make
-    for p in made:
-        p.http.close()
-        auth.delete_user(p.user_id)
+from tests.integration.harness import MakeUser, Principal, Server, unique
 
 
 @pytest.fixture
