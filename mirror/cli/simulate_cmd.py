@@ -19,7 +19,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from mirror.cli.arguments import UsageError as _UsageError
-from mirror.cli.arguments import parse_interval, parse_seconds
+from mirror.cli.arguments import namespace_resolver, open_namespace, parse_interval, parse_seconds
 from mirror.cli.config_cmd import add_config_file_option
 
 if TYPE_CHECKING:
@@ -134,30 +134,9 @@ def _open_store(config: LakeMirrorConfig, uri: str, option: str, region: str | N
         _UsageError: the URI is invalid, or names ``s3://`` without the ``s3`` extra.
         UnavailableError: an S3 bucket is missing or unreachable.
     """
-    from mirror.block.errors import InvalidNamespaceError
-    from mirror.block.resolver import BlockResolver, split_namespace
-
-    try:
-        scheme, _ = split_namespace(uri)
-    except InvalidNamespaceError as exc:
-        raise _UsageError(f"{option}: {exc}") from None
-    if scheme not in ("local", "s3"):
-        raise _UsageError(f"{option} {uri!r}: use a local:///abs/path or s3://bucket/prefix URI")
-    resolver = BlockResolver(config.local_root().resolve())
-    if scheme == "s3":
-        regional = _for_region(config, region)
-        try:
-            from mirror.cli.server import register_s3
-        except ImportError as exc:
-            raise _UsageError(f"{option} {uri!r}: s3:// needs the s3 extra: {exc}") from None
-        if not register_s3(resolver, regional):
-            raise _UsageError(
-                f"{option} {uri!r}: s3:// needs the s3 extra (pip install 'lakemirror[s3]')"
-            )
-    try:
-        store = resolver.open(uri)
-    except InvalidNamespaceError as exc:
-        raise _UsageError(f"{option}: {exc}") from None
+    # a region names S3 settings: it matters to s3:// namespaces only
+    regional = _for_region(config, region) if uri.startswith("s3://") else config
+    store = open_namespace(namespace_resolver(regional, uri, option), uri, option)
     # S3 stores can prove the bucket usable up front (BlockStore itself has no such call)
     check = getattr(store, "check", None)
     if callable(check):

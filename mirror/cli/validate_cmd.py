@@ -22,6 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TextIO
 
+from mirror.cli.arguments import UsageError as _UsageError
+from mirror.cli.arguments import namespace_resolver, open_namespace
 from mirror.cli.config_cmd import add_config_file_option
 from mirror.errors import InvalidValueError
 
@@ -34,10 +36,6 @@ __all__ = ["register_validate_command", "run_validate"]
 
 _PROG = "lakemirror validate"
 _ENGINES = ("async", "spark")
-
-
-class _UsageError(InvalidValueError):
-    """An argument is invalid: the message is the line to print."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,42 +161,12 @@ def _lookup_commit(args: argparse.Namespace) -> tuple[str, str]:
 
 def _resolver(config: LakeMirrorConfig, namespace: str) -> tuple[BlockResolver, bool]:
     """Return a resolver for ``namespace`` as the server opens it, and whether S3 is served."""
-    from mirror.block.errors import InvalidNamespaceError
-    from mirror.block.resolver import BlockResolver, split_namespace
-
-    try:
-        scheme, _ = split_namespace(namespace)
-    except InvalidNamespaceError as exc:
-        raise _UsageError(f"--namespace: {exc}") from None
-    if scheme not in ("local", "s3"):
-        raise _UsageError(
-            f"--namespace {namespace!r}: use a local:///abs/path or s3://bucket/prefix URI"
-        )
-    resolver = BlockResolver(config.local_root().resolve())
-    s3 = False
-    if scheme == "s3":
-        try:
-            from mirror.cli.server import register_s3
-        except ImportError as exc:
-            raise _UsageError(
-                f"--namespace {namespace!r}: s3:// needs the s3 extra: {exc}"
-            ) from None
-        s3 = register_s3(resolver, config)
-        if not s3:
-            raise _UsageError(
-                f"--namespace {namespace!r}: s3:// needs the s3 extra "
-                "(pip install 'lakemirror[s3]')"
-            )
-    return resolver, s3
+    resolver = namespace_resolver(config, namespace, "--namespace")
+    return resolver, namespace.startswith("s3://")
 
 
 def _open(resolver: BlockResolver, namespace: str) -> BlockStore:
-    from mirror.block.errors import InvalidNamespaceError
-
-    try:
-        return resolver.open(namespace)
-    except InvalidNamespaceError as exc:
-        raise _UsageError(f"--namespace: {exc}") from None
+    return open_namespace(resolver, namespace, "--namespace")
 
 
 def _run_async(
