@@ -2,11 +2,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+TOOLS ?= .tools
 DATA_DIR ?= ./lakemirror-data
 DEMO_DIR ?= ./lakemirror-demo
 DEMO_DURATION ?= 60
 
-.PHONY: install demo run test test-fast lint bench clean
+.PHONY: install tools demo run test test-fast lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +16,13 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 install: $(BIN)/.installed
+
+# helm, dynalite, buildah, debootstrap and Prometheus for the deployment tests
+$(TOOLS)/.installed: tests/tools/install.sh $(BIN)/.installed
+	PYTHON=$(BIN)/python bash tests/tools/install.sh $(TOOLS)
+	touch $@
+
+tools: $(TOOLS)/.installed
 
 demo: install
 	$(BIN)/lakemirror demo --data-dir $(DEMO_DIR) --duration $(DEMO_DURATION)
@@ -27,14 +35,14 @@ lint: install
 	$(BIN)/ruff format --check mirror
 	$(BIN)/mypy
 
-test: lint
-	$(BIN)/pytest
+test: lint tools
+	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(BIN)/pytest
 
 test-fast: install
-	$(BIN)/pytest -m "not slow and not spark and not e2e"
+	$(BIN)/pytest -m "not slow and not spark and not e2e and not deploy"
 
 bench: install
 	$(BIN)/python -m bench.core
 
 clean:
-	rm -rf $(VENV) $(DATA_DIR) $(DEMO_DIR) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) $(DATA_DIR) $(DEMO_DIR) .mypy_cache .ruff_cache .pytest_cache .hypothesis

