@@ -1,0 +1,1 @@
+"""Deployment assets of LakeMirror: alert rules, the Grafana dashboard, the image."""

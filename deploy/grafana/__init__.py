@@ -1,0 +1,1 @@
+"""The Grafana dashboard of LakeMirror, generated from code (:mod:`deploy.grafana.dashboard`)."""
