@@ -91,4 +91,3 @@ def test_runbook_sections_exist_only_for_alerts() -> None:
     section = text.split("\n## Alerts", 1)[1].split("\n## ", 1)[0]
     documented = {line[4:].strip() for line in section.splitlines() if line.startswith("### ")}
     assert documented == {rule["alert"] for rule in _alerts()}
-
