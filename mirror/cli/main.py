@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -18,7 +19,12 @@ from mirror.cli.simulate_cmd import register_simulate_command, run_simulate
 from mirror.cli.tour import run_tour
 from mirror.cli.validate_cmd import register_validate_command, run_validate
 
-__all__ = ["main"]
+__all__ = ["EXTRA_MODULES", "NEEDS_EXTRA", "main", "missing_extra"]
+
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {"server": ("fastapi", "uvicorn")}
+"""The modules an extra provides that commands cannot run without."""
+NEEDS_EXTRA: dict[str, str] = {"server": "server", "replicant": "server", "demo": "server"}
+"""The extra each command needs beyond the core install (``s3`` is asked for only when used)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,6 +81,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
     args = _parser().parse_args(argv)
+    missing = missing_extra(args.command)
+    if missing is not None:
+        print(missing, file=sys.stderr, flush=True)
+        return 2
     if hasattr(args, "run"):
         return run_client_command(args, os.environ)
     if args.command == "tour":
@@ -97,8 +107,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+def missing_extra(command: str) -> str | None:
+    """Return the one line saying which extra ``command`` needs, or ``None`` when installed.
+
+    The core install stays light (Spark executors and API clients use it); the HTTP server
+    of ``server``, ``replicant`` and ``demo`` comes with the ``server`` extra.
+    """
+    extra = NEEDS_EXTRA.get(command)
+    if extra is None:
+        return None
+    if all(importlib.util.find_spec(module) is not None for module in EXTRA_MODULES[extra]):
+        return None
+    return f"lakemirror {command}: needs the {extra!r} extra: pip install 'lakemirror[{extra}]'"
+
+
 def _serve(args: argparse.Namespace) -> int:
-    from mirror.cli.server import run_server  # needs the `server` extra (FastAPI, uvicorn)
+    from mirror.cli.server import run_server
     from mirror.config import ConfigurationError, load_config, with_overrides
 
     flags = {
