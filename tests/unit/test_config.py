@@ -270,7 +270,12 @@ def test_config_show_redacts_secrets(tmp_path: Path) -> None:
             assert secret not in result.stdout + result.stderr
     shown = yaml.safe_load(as_yaml.stdout)
     assert shown == json.loads(as_json.stdout)
-    assert shown["server"] == {"host": "0.0.0.0", "port": 9300}
+    assert shown["server"] == {
+        "host": "0.0.0.0",
+        "port": 9300,
+        "workers": 1,
+        "shutdown_timeout": 25.0,
+    }
     assert shown["kv"]["dynamodb"]["secret_access_key"] == REDACTED
     assert shown["blockstore"]["s3"]["secret_access_key"] == REDACTED
     assert shown["auth"]["admin_secret_access_key"] == REDACTED
