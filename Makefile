@@ -31,8 +31,8 @@ run: install
 	$(BIN)/lakemirror server --data-dir $(DATA_DIR)
 
 lint: install
-	$(BIN)/ruff check mirror tests bench
-	$(BIN)/ruff format --check mirror
+	$(BIN)/ruff check mirror tests bench deploy
+	$(BIN)/ruff format --check mirror deploy
 	$(BIN)/mypy
 
 test: lint tools

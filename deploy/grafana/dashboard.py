@@ -18,11 +18,20 @@ from pathlib import Path
 
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, timeseries
-from grafana_foundation_sdk.builders.common import VizLegendOptions
+from grafana_foundation_sdk.builders.common import ReduceDataOptions, VizLegendOptions
 from grafana_foundation_sdk.cog.builder import Builder
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as model
-from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement
+from grafana_foundation_sdk.models.common import (
+    BigValueColorMode,
+    BigValueGraphMode,
+    BigValueJustifyMode,
+    BigValueTextMode,
+    LegendDisplayMode,
+    LegendPlacement,
+    VisibilityMode,
+    VizOrientation,
+)
 
 __all__ = [
     "CONFIGMAP_PATH",
@@ -211,6 +220,12 @@ def _stat_since_advance() -> stat.Panel:
         .unit("s")
         .height(8)
         .span(8)
+        .reduce_options(ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+        .graph_mode(BigValueGraphMode.NONE)
+        .color_mode(BigValueColorMode.VALUE)
+        .justify_mode(BigValueJustifyMode.AUTO)
+        .text_mode(BigValueTextMode.VALUE_AND_NAME)
+        .orientation(VizOrientation.AUTO)
         .with_target(_query(query, "A"))
     )
 
@@ -235,6 +250,9 @@ def _lease_panel() -> statetimeline.Panel:
         )
         .datasource(DATASOURCE)
         .mappings([held])
+        .show_value(VisibilityMode.NEVER)
+        .merge_values(True)
+        .legend(_legend())
         .height(8)
         .span(12)
         .with_target(_query(query, "A"))
