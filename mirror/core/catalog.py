@@ -11,6 +11,7 @@ import random
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import BinaryIO, TypeVar
@@ -106,6 +107,14 @@ class ResolvedRef:
 
 
 @dataclass(frozen=True, slots=True)
+class _View:
+    """What one read sees of a ref: a head commit and, on a branch, its staging tokens."""
+
+    commit_id: CommitID
+    tokens: tuple[StagingToken, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ListResult:
     """One page of a listing."""
 
@@ -142,6 +151,7 @@ class Catalog:
         max_tries: Attempts of a branch compare-and-swap before :class:`TooManyTriesError`.
         backoff: Initial and maximal back-off between attempts, in seconds.
         range_cache_size: Decoded ranges kept per namespace.
+        namespace_cache_size: Namespaces whose range caches are kept (least recently used go).
     """
 
     def __init__(
@@ -154,6 +164,7 @@ class Catalog:
         max_tries: int = 10,
         backoff: tuple[float, float] = (0.005, 0.5),
         range_cache_size: int = 256,
+        namespace_cache_size: int = 64,
     ) -> None:
         self.kv = kv
         self.blocks = blocks
@@ -165,7 +176,8 @@ class Catalog:
         self._max_tries = max_tries
         self._backoff = backoff
         self._range_cache_size = range_cache_size
-        self._committed: dict[str, CommittedStore] = {}
+        self._namespace_cache_size = max(1, namespace_cache_size)
+        self._committed: OrderedDict[str, CommittedStore] = OrderedDict()
         self._lock = threading.Lock()
 
     # plumbing
@@ -181,6 +193,10 @@ class Catalog:
             if store is None:
                 store = CommittedStore(self.blocks.open(ns), self._range_cache_size)
                 self._committed[ns] = store
+                while len(self._committed) > self._namespace_cache_size:
+                    self._committed.popitem(last=False)
+            else:
+                self._committed.move_to_end(ns)
             return store
 
     def block_store(self, repo: Repository) -> BlockStore:
@@ -195,6 +211,36 @@ class Catalog:
         if repo.read_only and not force:
             raise RepositoryReadOnlyError(repo.id)
         return repo
+
+    def _on_branch(self, repo: Repository, branch_id: BranchID, read: Callable[[_View], T]) -> T:
+        """Return what ``read`` finds in a view of a branch that was still current when it ended.
+
+        A commit drops the staging tokens it committed right after it moves the branch. A read
+        that took the branch before the move and a token after the drop would miss a staged
+        object, or answer the value of the old head's tree instead. So the branch is read again
+        once ``read`` is done, and the read starts over if the branch changed meanwhile.
+        ``read`` must not leave anything to be read lazily later.
+
+        Raises:
+            BranchNotFoundError: the branch is gone.
+            TooManyTriesError: the branch changed during every attempt.
+        """
+        branch, raw = self.refs.get_branch_raw(repo, branch_id)
+        for _ in range(self._max_tries):
+            result = read(_View(branch.commit_id, branch.tokens))
+            again, raw_again = self.refs.get_branch_raw(repo, branch_id)
+            if raw_again == raw:
+                return result
+            branch, raw = again, raw_again
+        raise TooManyTriesError(
+            f"read of branch {branch_id!r}: the branch changed during every attempt"
+        )
+
+    def _consistent(self, repo: Repository, resolved: ResolvedRef, read: Callable[[_View], T]) -> T:
+        """Return what ``read`` finds at ``resolved`` (see :meth:`_on_branch` for branches)."""
+        if resolved.include_staging and resolved.branch is not None:
+            return self._on_branch(repo, resolved.branch, read)
+        return read(_View(resolved.commit_id))
 
     def _retry(self, what: str, attempt: Callable[[], T]) -> T:
         """Run ``attempt`` until it stops losing compare-and-swap races, with jittered back-off."""
@@ -295,8 +341,10 @@ class Catalog:
         if len(base) == 64 and all(c in "0123456789abcdef" for c in base):
             if self.refs.has_commit(repo, base):
                 return CommitID(base), None
-        if self.refs.branch_exists(repo, base):
+        try:
             return self.refs.get_branch(repo, BranchID(base)).commit_id, BranchID(base)
+        except BranchNotFoundError:
+            pass
         try:
             return self.refs.get_tag(repo, TagID(base)), None
         except TagNotFoundError:
@@ -561,20 +609,17 @@ class Catalog:
         self._staged_write(repo, branch_id, lambda t: self.staging.set_many(t, staged))
         return [ObjectStat(p, e, self.physical_address(repo, e)) for p, e in staged]
 
-    def _branch_value(self, repo: Repository, branch: Branch, path: str) -> Entry | None:
-        for token in branch.tokens:
+    def _value(self, repo: Repository, view: _View, path: str) -> Entry | None:
+        for token in view.tokens:
             staged = self.staging.get(token, path)
             if staged is not None:
                 return None if isinstance(staged, Tombstone) else staged
-        head = self.refs.get_commit(repo, branch.commit_id)
+        head = self.refs.get_commit(repo, view.commit_id)
         return self.committed(repo).lookup(head.metarange_id, path)
 
     def _lookup(self, repo: Repository, ref: str, path: str) -> Entry | None:
         resolved = self._resolve(repo, ref)
-        if resolved.include_staging and resolved.branch is not None:
-            return self._branch_value(repo, self.refs.get_branch(repo, resolved.branch), path)
-        commit = self.refs.get_commit(repo, resolved.commit_id)
-        return self.committed(repo).lookup(commit.metarange_id, path)
+        return self._consistent(repo, resolved, lambda view: self._value(repo, view, path))
 
     def stat_object(self, repository: str, ref: str, path: str) -> ObjectStat:
         """Return an object's entry at ``ref``.
@@ -620,8 +665,11 @@ class Catalog:
         repo = self._writable(repository)
         branch_id = validate_branch_id(branch)
         wanted = [validate_path(p) for p in paths]
-        current = self.refs.get_branch(repo, branch_id)
-        present = [p for p in wanted if self._branch_value(repo, current, p) is not None]
+        present = self._on_branch(
+            repo,
+            branch_id,
+            lambda view: [p for p in wanted if self._value(repo, view, p) is not None],
+        )
         found = set(present)
         missing = [p for p in wanted if p not in found]
         if len(wanted) == 1 and missing:
@@ -633,18 +681,26 @@ class Catalog:
     def iter_objects(
         self, repository: str, ref: str, prefix: str = "", after: str = ""
     ) -> Iterator[ObjectStat]:
-        """Yield every object under ``prefix`` at ``ref`` with path ``> after``, in path order."""
+        """Yield every object under ``prefix`` at ``ref`` with path ``> after``, in path order.
+
+        A branch is read once, when the iteration starts; the objects stream from its staging
+        area and head as they are read. :meth:`list_objects` answers pages that are consistent
+        with commits landing meanwhile.
+        """
         repo = self._repo(repository)
         resolved = self._resolve(repo, ref)
-        start = after + "\x00" if after and after >= prefix else prefix
-        sources: list[Iterator[tuple[str, Entry | Tombstone]]] = []
-        head = resolved.commit_id
+        view = _View(resolved.commit_id)
         if resolved.include_staging and resolved.branch is not None:
-            # read the branch once so staging and head belong together
             branch = self.refs.get_branch(repo, resolved.branch)
-            head = branch.commit_id
-            sources = [self.staging.scan(t, prefix, start) for t in branch.tokens]
-        tree = self.refs.get_commit(repo, head).metarange_id
+            view = _View(branch.commit_id, branch.tokens)
+        return self._iter_view(repo, view, prefix, after)
+
+    def _iter_view(
+        self, repo: Repository, view: _View, prefix: str, after: str
+    ) -> Iterator[ObjectStat]:
+        start = after + "\x00" if after and after >= prefix else prefix
+        sources = [self.staging.scan(t, prefix, start) for t in view.tokens]
+        tree = self.refs.get_commit(repo, view.commit_id).metarange_id
         committed: Iterator[tuple[str, Entry | Tombstone]] = iter(
             self.committed(repo).iterate(tree, start)
         )
@@ -666,7 +722,22 @@ class Catalog:
         amount: int = 1000,
         delimiter: str = "",
     ) -> ListResult:
-        """Return one page of objects (and common prefixes, with a delimiter) under ``prefix``."""
+        """Return one page of objects (and common prefixes, with a delimiter) under ``prefix``.
+
+        On a branch, the page is read again if a commit moved the branch meanwhile, so that it
+        never lacks an object staged before the listing started.
+        """
+        repo = self._repo(repository)
+        resolved = self._resolve(repo, ref)
+        return self._consistent(
+            repo,
+            resolved,
+            lambda view: self._list_page(repo, view, prefix, after, amount, delimiter),
+        )
+
+    def _list_page(
+        self, repo: Repository, view: _View, prefix: str, after: str, amount: int, delimiter: str
+    ) -> ListResult:
         objects: list[ObjectStat] = []
         prefixes: list[str] = []
         cursor = after
@@ -677,7 +748,7 @@ class Catalog:
             cursor = after + _MAX_CHAR
         while True:
             restart = False
-            for stat in self.iter_objects(repository, ref, prefix, cursor):
+            for stat in self._iter_view(repo, view, prefix, cursor):
                 if len(objects) + len(prefixes) >= amount:
                     last = objects[-1].path if objects else ""
                     lastp = prefixes[-1] if prefixes else ""

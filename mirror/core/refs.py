@@ -88,8 +88,26 @@ class RefStore:
             yield Repository.decode(value)
 
     def delete_repository(self, repo: Repository) -> None:
-        """Delete the repository record, then every record under its instance prefix."""
-        self.kv.delete(_REPOS + repo.id.encode())
+        """Delete the repository record, then every record under its instance prefix.
+
+        Only the instance ``repo`` names is deleted: a repository re-created under the same
+        name meanwhile (by another process, say) stays.
+
+        Raises:
+            RepositoryNotFoundError: that instance of the repository is gone already.
+        """
+        key = _REPOS + repo.id.encode()
+        gone = RepositoryNotFoundError(f"repository {repo.id!r} not found")
+        try:
+            raw = self.kv.get(key)
+        except KeyNotFoundError as exc:
+            raise gone from exc
+        if Repository.decode(raw).instance_uid != repo.instance_uid:
+            raise gone
+        try:
+            self.kv.delete_if(key, raw)
+        except KVPreconditionFailedError as exc:
+            raise gone from exc
         part = self._part(repo)
         while True:
             keys = [k for k, _ in itertools.islice(self.kv.scan(part), 1000)]
@@ -216,8 +234,13 @@ class RefStore:
         Raises:
             TagNotFoundError: no such tag.
         """
-        self.get_tag(repo, tag_id)
-        self.kv.delete(self._tag_key(repo, tag_id))
+        key = self._tag_key(repo, tag_id)
+        gone = TagNotFoundError(f"tag {tag_id!r} not found in repository {repo.id!r}")
+        try:
+            # only the tag as read: one re-created meanwhile is another tag
+            self.kv.delete_if(key, self.kv.get(key))
+        except (KeyNotFoundError, KVPreconditionFailedError) as exc:
+            raise gone from exc
 
     def list_tags(
         self, repo: Repository, prefix: str = "", after: str = ""

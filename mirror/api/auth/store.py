@@ -53,13 +53,16 @@ from mirror.api.auth.policy import is_allowed
 from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
 from mirror.kv.protocol import KV
 
-__all__ = ["AuthStore"]
+__all__ = ["AUTH_CHANGE_BOUND_SECONDS", "AuthStore"]
 
 _ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+=,:-]{0,127}")
 _KEY_ID = re.compile(r"[A-Za-z0-9_.+=@-]{3,128}")
 _ROOT = "auth/"
 _SETUP = b"auth/setup"
 _VERIFIED_MAX = 10_000
+
+AUTH_CHANGE_BOUND_SECONDS = 0.0
+"""How long an auth change made through one process may go unseen by another (none: no cache)."""
 
 
 def _check_id(kind: str, value: str) -> str:
@@ -209,9 +212,16 @@ class AuthStore:
             changed = True
         record = self._get(_key("credentials", access_key_id))
         if record is None:
-            self.create_credentials(user_id, access_key_id, secret)
-            changed = True
-        else:
+            try:
+                self.create_credentials(user_id, access_key_id, secret)
+                changed = True
+            except InvalidAuthValueError:
+                # replicas starting together on a fresh KV race to create the same key: the
+                # loser checks what the winner wrote like any existing key
+                record = self._get(_key("credentials", access_key_id))
+                if record is None:
+                    raise
+        if record is not None:
             cred = Credential.from_dict(record)
             if cred.user_id != user_id:
                 raise InvalidAuthValueError(
