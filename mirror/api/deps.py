@@ -68,12 +68,20 @@ StateDep = Annotated[ApiState, Depends(get_state)]
 
 
 class Caller:
-    """The authenticated user of a request, and its authorization checks."""
+    """The authenticated user of a request, and its authorization checks.
 
-    def __init__(self, auth: AuthStore, user: User) -> None:
+    Args:
+        auth: The auth store the user signed in with.
+        user: The user.
+        policies: The user's effective policies, when signing in read them already.
+    """
+
+    def __init__(
+        self, auth: AuthStore, user: User, policies: tuple[Policy, ...] | None = None
+    ) -> None:
         self.auth = auth
         self.user = user
-        self._policies: list[Policy] | None = None
+        self._policies = policies
 
     @property
     def id(self) -> str:
@@ -87,7 +95,7 @@ class Caller:
             PermissionDeniedError: some permission is not granted; the message names it.
         """
         if self._policies is None:
-            self._policies = list(self.auth.list_user_policies(self.user.id, effective=True))
+            self._policies = self.auth.effective_policies(self.user.id)
         for p in permissions:
             if not is_allowed(self._policies, [p], self.user.id):
                 raise PermissionDeniedError(
@@ -106,9 +114,9 @@ def get_caller(
     """
     if credentials is None:
         raise AuthenticationError("error authenticating request: no credentials (HTTP Basic)")
-    user = state.auth.authenticate(credentials.username, credentials.password)
-    note_user(user.id)
-    return Caller(state.auth, user)
+    signed_in = state.auth.sign_in(credentials.username, credentials.password)
+    note_user(signed_in.user.id)
+    return Caller(state.auth, signed_in.user, signed_in.policies)
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

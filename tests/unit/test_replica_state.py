@@ -12,7 +12,19 @@ from typing import TypeVar
 
 import pytest
 
-from mirror.api.auth import AuthenticationError, AuthStore
+from mirror.api.auth import (
+    Action,
+    AuthenticationError,
+    AuthStore,
+    Effect,
+    NewCredential,
+    Permission,
+    Statement,
+    is_allowed,
+)
+from mirror.api.auth.cache import AuthCache
+from mirror.api.auth.permissions import object_arn
+from mirror.api.auth.store import SignedIn
 from mirror.block.resolver import BlockResolver
 from mirror.core import (
     Catalog,
@@ -272,3 +284,125 @@ def test_replicas_bootstrapping_the_same_administrator_at_once_both_start(kv: Me
         assert store.authenticate(key, secret).id == "admin"
         with pytest.raises(AuthenticationError):
             store.authenticate(key, "wrong")
+
+
+class CountingKV(InterleavedKV):
+    """A KV that counts the reads made through it."""
+
+    def __init__(self, inner: KV) -> None:
+        super().__init__(inner)
+        self.reads = 0
+
+    def get(self, key: bytes) -> bytes:
+        self.reads += 1
+        return super().get(key)
+
+    def scan(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        self.reads += 1
+        return super().scan(prefix, start)
+
+
+@pytest.fixture
+def admin_store(kv: MemoryKV) -> AuthStore:
+    """The auth store of the process changes go through."""
+    store = AuthStore(kv)
+    store.ensure_builtins()
+    return store
+
+
+def test_a_signed_in_request_reads_one_record_and_sees_every_change_at_once(
+    kv: MemoryKV, admin_store: AuthStore
+) -> None:
+    a = admin_store
+    counting = CountingKV(kv)
+    b = AuthStore(counting)
+    a.create_user("rita")
+    a.add_member("Readers", "rita")
+    first = a.create_credentials("rita")
+    second = a.create_credentials("rita")
+    read = Permission(Action.READ_OBJECT, object_arn("repo", "a.txt"))
+    write = Permission(Action.WRITE_OBJECT, object_arn("repo", "a.txt"))
+
+    def signs_in(cred: NewCredential = first) -> SignedIn:
+        return b.sign_in(cred.access_key_id, cred.secret_access_key)
+
+    def allowed(*permissions: Permission) -> bool:
+        got = signs_in()
+        return is_allowed(got.policies, permissions, got.user.id)
+
+    assert allowed(read) and not allowed(write)
+    counting.reads = 0
+    assert allowed(read)
+    assert counting.reads == 1  # the generation only: key, user and policies come from memory
+
+    a.remove_member("Readers", "rita")
+    assert not allowed(read)
+    a.add_member("Writers", "rita")
+    assert allowed(read, write)
+    a.attach_user_policy("rita", "FSReadAll")
+    a.remove_member("Writers", "rita")
+    assert allowed(read) and not allowed(write)
+    a.update_policy("FSReadAll", [Statement(Effect.DENY, ("fs:*",), "*")])
+    assert not allowed(read)
+    a.detach_user_policy("rita", "FSReadAll")
+    a.attach_user_policy("rita", "FSFullAccess")
+    assert allowed(read, write)
+    a.delete_policy("FSFullAccess")
+    assert not allowed(read)
+    a.delete_credentials("rita", first.access_key_id)
+    with pytest.raises(AuthenticationError):
+        signs_in()
+    assert signs_in(second).user.id == "rita"
+    a.delete_user("rita")
+    with pytest.raises(AuthenticationError):
+        signs_in(second)
+    # a re-created user of the same name starts from nothing
+    a.create_user("rita")
+    third = a.create_credentials("rita")
+    assert signs_in(third).policies == ()
+
+
+def test_a_rotated_administrator_secret_signs_in_everywhere_at_once(
+    kv: MemoryKV, admin_store: AuthStore
+) -> None:
+    b = AuthStore(kv)
+    admin_store.bootstrap_admin("admin", "AKIAJROTATE", "one")
+    assert b.authenticate("AKIAJROTATE", "one").id == "admin"
+    admin_store.bootstrap_admin("admin", "AKIAJROTATE", "two")
+    with pytest.raises(AuthenticationError):
+        b.authenticate("AKIAJROTATE", "one")
+    assert b.authenticate("AKIAJROTATE", "two").id == "admin"
+
+
+def test_a_change_that_does_not_renew_the_generation_serves_at_most_the_ttl(
+    kv: MemoryKV,
+) -> None:
+    now = [100.0]
+    cache = AuthCache(kv, ttl=20.0, size=10, clock=lambda: now[0])
+    loads: list[str] = []
+
+    def load(value: str) -> Callable[[], str]:
+        def run() -> str:
+            loads.append(value)
+            return value
+
+        return run
+
+    generation = cache.generation()
+    assert cache.fetch("user", "rita", generation, load("old")) == "old"
+    now[0] += 19.9
+    assert cache.fetch("user", "rita", generation, load("new")) == "old"
+    now[0] += 0.2
+    assert cache.fetch("user", "rita", generation, load("new")) == "new"
+    cache.renew()
+    assert cache.generation() != generation
+    assert cache.fetch("user", "rita", cache.generation(), load("newer")) == "newer"
+    assert loads == ["old", "new", "newer"]
+
+
+def test_the_auth_cache_is_bounded(kv: MemoryKV) -> None:
+    cache = AuthCache(kv, ttl=20.0, size=3)
+    for i in range(10):
+        cache.fetch("user", f"u{i}", b"", lambda i=i: i)  # type: ignore[misc]
+    assert len(cache._entries) == 3
+    assert AuthCache(kv, ttl=0).fetch("user", "u", b"", lambda: 1) == 1

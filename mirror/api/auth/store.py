@@ -12,10 +12,16 @@ Layout (every ID is free of ``/``):
 
 Secrets are never stored: only salted hashes. A successful verification is remembered in memory
 (keyed by a per-process HMAC of the secret) so that scrypt runs once per key, not per request.
+
+Several processes share the records. What a request needs (the key, its user, the user's
+effective policies) is cached per process under the KV's auth generation (:mod:`.cache`): each
+change renews the generation, each request reads it once, so a change made through any process
+applies to every request that starts after it was acknowledged.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -24,9 +30,11 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from mirror.api.auth.builtin import ADMINS, BUILTIN_GROUPS, BUILTIN_POLICIES
+from mirror.api.auth.cache import AUTH_CACHE_SIZE, AUTH_CACHE_TTL_SECONDS, AuthCache
 from mirror.api.auth.errors import (
     AuthenticationError,
     CredentialsNotFoundError,
@@ -53,7 +61,7 @@ from mirror.api.auth.policy import is_allowed
 from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
 from mirror.kv.protocol import KV
 
-__all__ = ["AUTH_CHANGE_BOUND_SECONDS", "AuthStore"]
+__all__ = ["AUTH_CHANGE_BOUND_SECONDS", "AuthStore", "SignedIn"]
 
 _ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+=,:-]{0,127}")
 _KEY_ID = re.compile(r"[A-Za-z0-9_.+=@-]{3,128}")
@@ -62,7 +70,13 @@ _SETUP = b"auth/setup"
 _VERIFIED_MAX = 10_000
 
 AUTH_CHANGE_BOUND_SECONDS = 0.0
-"""How long an auth change made through one process may go unseen by another (none: no cache)."""
+"""How long an auth change acknowledged by one process may go unseen by requests to another.
+
+None at all: caches are checked against the auth generation on every request.
+"""
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _check_id(kind: str, value: str) -> str:
@@ -95,20 +109,69 @@ def _decode(data: bytes) -> dict[str, Any]:
     return record
 
 
+def _changes(
+    method: Callable[Concatenate[AuthStore, P], R],
+) -> Callable[Concatenate[AuthStore, P], R]:
+    """Renew the auth generation once ``method`` is done writing (once for nested changes)."""
+
+    @functools.wraps(method)
+    def change(self: AuthStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        local = self._changing
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
+        try:
+            result = method(self, *args, **kwargs)
+        except BaseException:
+            if depth == 0:
+                # part of the change may be written: announce it, keeping the first error
+                try:
+                    self._cache.renew()
+                except Exception:
+                    pass
+            raise
+        finally:
+            local.depth = depth
+        if depth == 0:
+            self._cache.renew()
+        return result
+
+    return change
+
+
+@dataclass(frozen=True, slots=True)
+class SignedIn:
+    """An authenticated user and its effective policies, as of one auth generation."""
+
+    user: User
+    policies: tuple[Policy, ...]
+
+
 class AuthStore:
     """The auth records of one installation, kept in a KV store.
 
     Args:
         kv: The store (shared with the versioning core; everything lives under ``auth/``).
         clock: Returns the current time in seconds.
+        cache_ttl: Seconds a cached record serves at most while the auth generation stands
+            (``0``: no cache).
+        cache_size: Records cached at most.
     """
 
-    def __init__(self, kv: KV, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        kv: KV,
+        clock: Callable[[], float] = time.time,
+        *,
+        cache_ttl: float = AUTH_CACHE_TTL_SECONDS,
+        cache_size: int = AUTH_CACHE_SIZE,
+    ) -> None:
         self.kv = kv
         self._clock = clock
         self._process_key = secrets.token_bytes(32)
         self._verified: dict[str, tuple[str, bytes]] = {}
         self._lock = threading.Lock()
+        self._cache = AuthCache(kv, ttl=cache_ttl, size=cache_size)
+        self._changing = threading.local()
 
     def now(self) -> int:
         """Return the current time in whole seconds, by the store's clock."""
@@ -143,6 +206,7 @@ class AuthStore:
 
     # installation
 
+    @_changes
     def ensure_builtins(self) -> None:
         """Create the built-in policies and groups that are missing (idempotent)."""
         now = self.now()
@@ -163,6 +227,7 @@ class AuthStore:
         """Return whether the installation has its first administrator."""
         return self._exists(_SETUP)
 
+    @_changes
     def setup(
         self, user_id: str, access_key_id: str | None = None, secret: str | None = None
     ) -> NewCredential:
@@ -186,6 +251,7 @@ class AuthStore:
         self.add_member(ADMINS, user_id)
         return self.create_credentials(user_id, access_key_id, secret)
 
+    @_changes
     def bootstrap_admin(self, user_id: str, access_key_id: str, secret: str) -> bool:
         """Make sure ``access_key_id``/``secret`` sign in as administrator ``user_id``.
 
@@ -243,6 +309,7 @@ class AuthStore:
 
     # users
 
+    @_changes
     def create_user(
         self, user_id: str, friendly_name: str | None = None, email: str | None = None
     ) -> User:
@@ -274,6 +341,7 @@ class AuthStore:
         """Yield users in ID order."""
         return (User.from_dict(r) for r in self._records("users", prefix, after))
 
+    @_changes
     def delete_user(self, user_id: str) -> None:
         """Delete a user with its access keys, memberships and policy attachments.
 
@@ -293,6 +361,7 @@ class AuthStore:
 
     # credentials
 
+    @_changes
     def create_credentials(
         self, user_id: str, access_key_id: str | None = None, secret: str | None = None
     ) -> NewCredential:
@@ -340,6 +409,7 @@ class AuthStore:
             if record is not None:
                 yield Credential.from_dict(record)
 
+    @_changes
     def delete_credentials(self, user_id: str, access_key_id: str) -> None:
         """Delete a user's access key.
 
@@ -364,13 +434,43 @@ class AuthStore:
         Raises:
             AuthenticationError: unknown key, wrong secret, or the user is gone.
         """
+        return self._authenticate(access_key_id, secret, self._cache.generation())
+
+    def sign_in(self, access_key_id: str, secret: str) -> SignedIn:
+        """Return the user an access key and secret sign in as, with its effective policies.
+
+        Raises:
+            AuthenticationError: unknown key, wrong secret, or the user is gone.
+        """
+        generation = self._cache.generation()
+        user = self._authenticate(access_key_id, secret, generation)
+        return SignedIn(user, self._effective_policies(user.id, generation))
+
+    def effective_policies(self, user_id: str) -> tuple[Policy, ...]:
+        """Return the policies of a user and of its groups (none for an unknown user)."""
+        return self._effective_policies(user_id, self._cache.generation())
+
+    def _effective_policies(self, user_id: str, generation: bytes) -> tuple[Policy, ...]:
+        def load() -> tuple[Policy, ...] | None:
+            try:
+                return tuple(self.list_user_policies(user_id, effective=True))
+            except UserNotFoundError:
+                return None
+
+        return self._cache.fetch("policies", user_id, generation, load) or ()
+
+    def _authenticate(self, access_key_id: str, secret: str, generation: bytes) -> User:
         failed = AuthenticationError("error authenticating request: invalid credentials")
         if not _KEY_ID.fullmatch(access_key_id):
             raise failed
-        record = self._get(_key("credentials", access_key_id))
-        if record is None:
+
+        def load_credential() -> Credential | None:
+            record = self._get(_key("credentials", access_key_id))
+            return None if record is None else Credential.from_dict(record)
+
+        cred = self._cache.fetch("credential", access_key_id, generation, load_credential)
+        if cred is None:
             raise failed
-        cred = Credential.from_dict(record)
         digest = self._digest(secret)
         with self._lock:
             known = self._verified.get(access_key_id)
@@ -385,13 +485,19 @@ class AuthStore:
                 if len(self._verified) >= _VERIFIED_MAX:
                     self._verified.clear()
                 self._verified[access_key_id] = (cred.secret_hash, digest)
-        try:
-            return self.get_user(cred.user_id)
-        except UserNotFoundError:
-            raise failed from None
+
+        def load_user() -> User | None:
+            record = self._get(_key("users", cred.user_id))
+            return None if record is None else User.from_dict(record)
+
+        user = self._cache.fetch("user", cred.user_id, generation, load_user)
+        if user is None:
+            raise failed
+        return user
 
     # groups
 
+    @_changes
     def create_group(self, group_id: str, description: str | None = None) -> Group:
         """Create a group.
 
@@ -421,6 +527,7 @@ class AuthStore:
         """Yield groups in ID order."""
         return (Group.from_dict(r) for r in self._records("groups", prefix, after))
 
+    @_changes
     def delete_group(self, group_id: str) -> None:
         """Delete a group with its memberships and policy attachments.
 
@@ -436,6 +543,7 @@ class AuthStore:
             self.kv.delete(_key("policy-groups", policy_id, group_id))
             self.kv.delete(_key("group-policies", group_id, policy_id))
 
+    @_changes
     def add_member(self, group_id: str, user_id: str) -> None:
         """Add a user to a group (adding a member again is not an error).
 
@@ -447,6 +555,7 @@ class AuthStore:
         self.kv.set(_key("group-members", group_id, user_id), b"")
         self.kv.set(_key("user-groups", user_id, group_id), b"")
 
+    @_changes
     def remove_member(self, group_id: str, user_id: str) -> None:
         """Remove a user from a group.
 
@@ -489,6 +598,7 @@ class AuthStore:
 
     # policies
 
+    @_changes
     def create_policy(self, policy: Policy) -> Policy:
         """Create a policy.
 
@@ -505,6 +615,7 @@ class AuthStore:
             raise PolicyExistsError(f"policy {policy.id!r} already exists") from exc
         return policy
 
+    @_changes
     def update_policy(self, policy_id: str, statements: Sequence[Statement]) -> Policy:
         """Replace the statements of a policy.
 
@@ -534,6 +645,7 @@ class AuthStore:
         """Yield policies in ID order."""
         return (Policy.from_dict(r) for r in self._records("policies", prefix, after))
 
+    @_changes
     def delete_policy(self, policy_id: str) -> None:
         """Delete a policy and detach it from every user and group.
 
@@ -549,6 +661,7 @@ class AuthStore:
             self.kv.delete(_key("group-policies", group_id, policy_id))
             self.kv.delete(_key("policy-groups", policy_id, group_id))
 
+    @_changes
     def attach_user_policy(self, user_id: str, policy_id: str) -> None:
         """Attach a policy to a user.
 
@@ -560,6 +673,7 @@ class AuthStore:
         self.kv.set(_key("user-policies", user_id, policy_id), b"")
         self.kv.set(_key("policy-users", policy_id, user_id), b"")
 
+    @_changes
     def detach_user_policy(self, user_id: str, policy_id: str) -> None:
         """Detach a policy from a user.
 
@@ -574,6 +688,7 @@ class AuthStore:
         self.kv.delete(_key("user-policies", user_id, policy_id))
         self.kv.delete(_key("policy-users", policy_id, user_id))
 
+    @_changes
     def attach_group_policy(self, group_id: str, policy_id: str) -> None:
         """Attach a policy to a group.
 
@@ -585,6 +700,7 @@ class AuthStore:
         self.kv.set(_key("group-policies", group_id, policy_id), b"")
         self.kv.set(_key("policy-groups", policy_id, group_id), b"")
 
+    @_changes
     def detach_group_policy(self, group_id: str, policy_id: str) -> None:
         """Detach a policy from a group.
 
@@ -636,8 +752,5 @@ class AuthStore:
 
     def is_allowed(self, user_id: str, permissions: Iterable[Permission]) -> bool:
         """Return whether the user's effective policies allow every permission."""
-        try:
-            policies = list(self.list_user_policies(user_id, effective=True))
-        except UserNotFoundError:
-            return False
-        return is_allowed(policies, permissions, user_id)
+        policies = self.effective_policies(user_id)
+        return bool(policies) and is_allowed(policies, permissions, user_id)
