@@ -19,8 +19,10 @@ test (``tests/deploy/test_image.py``) proves the non-root user.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -246,14 +248,37 @@ class Cluster:
         """
         deployment = manifests.get("Deployment", name)
         count = deployment["spec"].get("replicas", 1) if replicas is None else replicas
-        started = [
-            self._start_pod(manifests, deployment, i, listen_env, extra_env or {})
-            for i in range(count)
-        ]
+        extra = extra_env or {}
+        started = [self._start_pod(manifests, deployment, listen_env, extra) for _ in range(count)]
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         for pod in started:
             self._wait_ready(pod, container)
         return started
+
+    def start_service(
+        self, manifests: Manifests, name: str, pods: list[PodProcess], port: int | None = None
+    ) -> ServiceProxy:
+        """Put rendered Service ``name`` in front of ``pods`` (on ``port``, else a free one).
+
+        The Service's selector must select the pods' template labels, and its ``targetPort``
+        (a number, or the name of a container port) must be a port the pods declare.
+        """
+        service = manifests.get("Service", name)
+        selector = service["spec"]["selector"]
+        target = service["spec"]["ports"][0]["targetPort"]
+        chosen: int | None = None
+        for deployment in manifests.of_kind("Deployment"):
+            template = deployment["spec"]["template"]
+            labels = template["metadata"].get("labels") or {}
+            if not selector.items() <= labels.items():
+                continue
+            container = template["spec"]["containers"][0]
+            for declared in container.get("ports") or []:
+                if target in (declared.get("name"), declared["containerPort"]):
+                    chosen = int(declared["containerPort"])
+        assert chosen is not None, f"Service {name} selects no pod port {target!r}"
+        assert all(chosen in pod.ports for pod in pods), f"Service {name}: pods lack {chosen}"
+        return self.service_on(name, port or free_port(), pods, chosen)
 
     def service(self, name: str, pods: list[PodProcess], target_port: int) -> ServiceProxy:
         """Put a Service in front of ``pods``' ``target_port`` on a free loopback port."""
@@ -275,7 +300,6 @@ class Cluster:
         self,
         manifests: Manifests,
         deployment: Doc,
-        index: int,
         listen_env: ListenEnv,
         extra_env: Mapping[str, str],
     ) -> PodProcess:
@@ -283,7 +307,11 @@ class Cluster:
         containers = pod_spec["containers"]
         assert len(containers) == 1, "one container per pod is what this runner starts"
         container = containers[0]
-        pod_name = f"{deployment['metadata']['name']}-{index}"
+        # as a ReplicaSet names its pods: the template's hash, then a suffix of its own
+        template_hash = hashlib.sha256(
+            json.dumps(deployment["spec"]["template"], sort_keys=True).encode()
+        ).hexdigest()[:10]
+        pod_name = f"{deployment['metadata']['name']}-{template_hash}-{secrets.token_hex(3)[:5]}"
         namespace = deployment["metadata"].get("namespace", "default")
         fields = {
             "metadata.name": pod_name,
