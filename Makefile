@@ -6,8 +6,9 @@ TOOLS ?= .tools
 DATA_DIR ?= ./lakemirror-data
 DEMO_DIR ?= ./lakemirror-demo
 DEMO_DURATION ?= 60
+IMAGE ?= lakemirror:0.1.0
 
-.PHONY: install tools demo run test test-fast lint bench clean
+.PHONY: install tools demo run test test-fast lint bench clean image
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +44,10 @@ test-fast: install
 
 bench: install
 	$(BIN)/python -m bench.core
+
+# the container image (deploy/Containerfile); BUILD_ARGS="--build-arg BASE_IMAGE=..." to change it
+image:
+	buildah bud --file deploy/Containerfile --tag $(IMAGE) $(BUILD_ARGS) .
 
 clean:
 	rm -rf $(VENV) $(TOOLS) $(DATA_DIR) $(DEMO_DIR) .mypy_cache .ruff_cache .pytest_cache .hypothesis
