@@ -136,7 +136,11 @@ def create_table(settings: DynamoSettings, client: DynamoDBClient | None = None)
     except BotoCoreError as exc:
         raise KVUnavailableError(f"create table {settings.table!r}: {exc}") from exc
     try:
-        client.get_waiter("table_exists").wait(TableName=settings.table)
+        # replicas starting together find the table being created: poll it every second, not
+        # every 20 (the waiter's default)
+        client.get_waiter("table_exists").wait(
+            TableName=settings.table, WaiterConfig={"Delay": 1, "MaxAttempts": 300}
+        )
     except Exception as exc:
         raise KVUnavailableError(f"table {settings.table!r} did not become active: {exc}") from exc
     return created
