@@ -22,6 +22,7 @@ from tests.deploy.chart import (
     example,
     helm,
     kubernetes_validate,
+    parse,
     render,
     template_args,
 )
@@ -427,3 +428,38 @@ def test_a_default_install_needs_only_a_region_and_a_key(tmp_path: Path) -> None
     values.pop("region")
     done = helm(template_args([values], tmp_path), check=False)
     assert done.returncode != 0 and "at '/region'" in done.stderr
+
+
+def test_the_packaged_chart_carries_the_rules_and_the_dashboard(tmp_path: Path) -> None:
+    """``helm package`` follows the links in files/: the published chart renders the same."""
+    done = helm(["package", str(CHART), "--destination", str(tmp_path)])
+    (archive,) = tmp_path.glob("lakemirror-*.tgz")
+    assert str(archive) in done.stdout
+    args = template_args([example("eu-central-1")], tmp_path)
+    args[2] = str(archive)
+    packaged = Manifests(parse(helm(args).stdout))
+    (rule,) = packaged.of_kind("PrometheusRule")
+    assert rule["spec"]["groups"] == yaml.safe_load(ALERTS.read_text())["groups"]
+    dashboard = packaged.get("ConfigMap", "lakemirror-dashboard")
+    assert json.loads(dashboard["data"]["lakemirror-dashboard.json"]) == json.loads(
+        DASHBOARD.read_text()
+    )
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_install_prints_the_notes(name: str) -> None:
+    done = helm(
+        [
+            *("install", "lakemirror", str(CHART), "--namespace", "lakemirror"),
+            *("--dry-run=client", "--values", str(example(name))),
+        ]
+    )
+    notes = done.stdout.partition("NOTES:")[2]
+    region = yaml.safe_load(example(name).read_text())["region"]
+    assert f"for region {region}" in notes
+    assert "kubectl -n lakemirror port-forward svc/lakemirror-server 8000:8000" in notes
+    if name == "embedded":
+        assert "No replicant runs in this mode" in notes
+    else:
+        assert f"https://lakemirror.{name}.example.com" in notes
+        assert "/service/replication/v1/repositories/<source-repo>/mirrors" in notes
