@@ -1,26 +1,36 @@
-"""Prometheus metrics of the HTTP API: requests by route and status, and how long they took.
+"""Prometheus metrics of the HTTP API: requests by route and status, latency, requests in flight.
 
 ``GET /metrics`` needs no authentication, like ``/healthz``: Prometheus scrapes it without
 credentials, and it carries no secret and no object name — its labels are the method, the route
 template (``/api/v1/repositories/{repository}/refs/{ref}/objects``, never the raw path) and the
 status. Each app has a registry of its own, so several apps can live in one process.
+
+With several worker processes (``server.workers``) each worker writes its values to files in
+the directory ``PROMETHEUS_MULTIPROC_DIR`` names (prometheus_client's multiprocess mode), and a
+scrape, whichever worker answers it, shows the sum over the workers: counters and histograms of
+every worker that ever served, the in-flight gauge of the live ones.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import multiprocess as prometheus_multiprocess
 from prometheus_client.exposition import generate_latest
 from starlette.routing import BaseRoute
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["UNMATCHED_ROUTE", "HttpMetrics", "MetricsMiddleware", "router"]
+__all__ = ["MULTIPROCESS_ENV", "UNMATCHED_ROUTE", "HttpMetrics", "MetricsMiddleware", "router"]
+
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus_client's variable naming the directory of the workers' metric files."""
 
 UNMATCHED_ROUTE = "<unmatched>"
 """The ``route`` label of requests no route matched (so unknown paths cannot grow the label set)."""
@@ -29,12 +39,14 @@ router = APIRouter(tags=["health"])
 
 
 class HttpMetrics:
-    """The request counter and duration histogram of one app, in their own registry.
+    """The request counter, duration histogram and in-flight gauge of one app.
 
     Attributes:
-        registry: Where the metrics live; ``GET /metrics`` renders it.
+        registry: Where the metrics live; ``GET /metrics`` renders it (in multiprocess mode,
+            the files of every worker instead).
         requests: ``lakemirror_http_requests_total{method,route,status}``.
-        duration: ``lakemirror_http_request_duration_seconds{method,route}``.
+        duration: ``lakemirror_http_request_duration_seconds{method,route,status}``.
+        in_flight: ``lakemirror_http_requests_in_flight{method}``.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -47,9 +59,17 @@ class HttpMetrics:
         )
         self.duration = Histogram(
             "lakemirror_http_request_duration_seconds",
-            "Time from a request's arrival to the end of its response, by method and route.",
-            ("method", "route"),
+            "Time from a request's arrival to the end of its response, by method, route "
+            "template and status.",
+            ("method", "route", "status"),
             registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "lakemirror_http_requests_in_flight",
+            "HTTP requests being served now, by method.",
+            ("method",),
+            registry=self.registry,
+            multiprocess_mode="livesum",
         )
         self._templates: dict[int, str] = {}
 
@@ -74,11 +94,21 @@ class HttpMetrics:
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one answered request and record its duration."""
         self.requests.labels(method, route, str(status)).inc()
-        self.duration.labels(method, route).observe(seconds)
+        self.duration.labels(method, route, str(status)).observe(seconds)
 
     def render(self) -> bytes:
-        """Return every metric in Prometheus's text format."""
-        return generate_latest(self.registry)
+        """Return every metric in Prometheus's text format (summed over workers, if several)."""
+        directory = os.environ.get(MULTIPROCESS_ENV)
+        if not directory:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        prometheus_multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+
+    def process_stopped(self) -> None:
+        """Drop this process's live gauges from the workers' sum (it serves no more requests)."""
+        if os.environ.get(MULTIPROCESS_ENV):
+            prometheus_multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
 
 class MetricsMiddleware:
@@ -97,6 +127,9 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         status = 500
+        method = scope.get("method", "")
+        in_flight = self.metrics.in_flight.labels(method)
+        in_flight.inc()
         started = time.perf_counter()
 
         async def send_seeing_status(message: Message) -> None:
@@ -108,10 +141,9 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_seeing_status)
         finally:
+            in_flight.dec()
             route = self.metrics.route_label(scope.get("route"))
-            self.metrics.observe(
-                scope.get("method", ""), route, status, time.perf_counter() - started
-            )
+            self.metrics.observe(method, route, status, time.perf_counter() - started)
 
 
 @router.get("/metrics", response_class=Response)
