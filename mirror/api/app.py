@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -27,11 +30,37 @@ from mirror.api.routers import (
 from mirror.core.catalog import Catalog
 from mirror.logging import RequestLogMiddleware
 
-__all__ = ["API_PREFIX", "LAKEFS_COMPATIBLE_VERSION", "create_app"]
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["API_PREFIX", "LAKEFS_COMPATIBLE_VERSION", "WORKER_HEADER", "create_app"]
 
 API_PREFIX = "/api/v1"
 LAKEFS_COMPATIBLE_VERSION = "1.50.0"
 """The lakeFS version whose API this server speaks, as ``/config`` reports it."""
+WORKER_HEADER = "X-LakeMirror-Worker"
+"""The response header naming the worker process that answered (``server.workers`` > 1)."""
+
+
+class _WorkerHeaderMiddleware:
+    """Name the process that answered in :data:`WORKER_HEADER` (its process ID)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.header = (WORKER_HEADER.lower().encode(), str(os.getpid()).encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI connection."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_worker(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), self.header]
+            await send(message)
+
+        await self.app(scope, receive, send_with_worker)
 
 
 def create_app(
@@ -41,6 +70,8 @@ def create_app(
     version: str = LAKEFS_COMPATIBLE_VERSION,
     local_root: str | Path | None = None,
     namespace_schemes: Iterable[str] = ("local",),
+    worker_header: bool = False,
+    on_shutdown: Iterable[Callable[[], object]] = (),
 ) -> FastAPI:
     """Return the lakeFS-compatible API app.
 
@@ -50,8 +81,22 @@ def create_app(
         version: The numeric version ``/config`` reports (clients compare it with lakeFS's).
         local_root: The directory relative ``local://`` namespaces resolve under.
         namespace_schemes: Schemes a new repository's storage namespace may use.
+        worker_header: Name the answering process in :data:`WORKER_HEADER`.
+        on_shutdown: Called, in order, when the app shuts down (after the last request).
     """
     auth_store.ensure_builtins()
+    closers = tuple(on_shutdown)
+    metrics = http_metrics.HttpMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            for close in closers:
+                close()
+            metrics.process_stopped()
+
     app = FastAPI(
         title="LakeMirror",
         description="A lakeFS-compatible versioning API with transactional mirroring.",
@@ -59,6 +104,7 @@ def create_app(
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        lifespan=lifespan,
     )
     app.state.api = ApiState(
         catalog=catalog,
@@ -67,11 +113,12 @@ def create_app(
         local_root=Path(local_root).resolve() if local_root is not None else None,
         namespace_schemes=frozenset(namespace_schemes),
     )
-    metrics = http_metrics.HttpMetrics()
     app.state.metrics = metrics
     install_error_handlers(app)
     app.add_middleware(RequestLogMiddleware)
     app.add_middleware(http_metrics.MetricsMiddleware, metrics=metrics)
+    if worker_header:
+        app.add_middleware(_WorkerHeaderMiddleware)
     app.include_router(health.router)
     app.include_router(http_metrics.router)
     for module in (config, repositories, branches, refs, tags, objects, staging, mirrors, auth):

@@ -70,6 +70,7 @@ def service_settings(config: LakeMirrorConfig) -> ServiceSettings:
         list_threshold=r.list_threshold,
         object_cache_size=r.object_cache_size,
         bulk_threshold=r.bulk_threshold,
+        shutdown_timeout=r.shutdown_timeout,
     )
     if r.replica_id:
         settings = replace(settings, replica_id=r.replica_id)
@@ -77,11 +78,15 @@ def service_settings(config: LakeMirrorConfig) -> ServiceSettings:
 
 
 def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
-    """Run the replicant as configured until interrupted; return the exit code."""
-    import uvicorn
+    """Run the replicant as configured until SIGTERM or SIGINT; return the exit code.
 
+    On SIGTERM the workers stop and the leases are released at once (another replica takes the
+    mirrors over on its next lease round) while the configuration API drains its requests, all
+    within ``replicant.shutdown_timeout``; then the process exits with 0.
+    """
     from mirror.api.auth.store import AuthStore
-    from mirror.cli.server import UVICORN_OPTIONS, block_resolver, block_settings, open_kv
+    from mirror.cli.server import block_resolver, block_settings, open_kv
+    from mirror.cli.serving import serve
     from mirror.logging import configure_logging, get_logger
     from mirror.replicant.app import create_replicant_app
     from mirror.replicant.readers import NamespaceReaders
@@ -116,9 +121,20 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
             flush=True,
         )
         log.info("starting", host=host, port=port, region=settings.region)
-        uvicorn.run(app, host=host, port=port, log_level=config.logging.level, **UVICORN_OPTIONS)
+        started = serve(
+            app,
+            host=host,
+            port=port,
+            log_level=config.logging.level,
+            shutdown_timeout=config.replicant.shutdown_timeout,
+            on_exit=service.request_stop,
+        )
     finally:
         kv.close()
+    if not started:
+        print("lakemirror replicant: the replicant did not start (see the log)", file=err)
+        return 1
+    log.info("stopped", replica=settings.replica_id)
     return 0
 
 

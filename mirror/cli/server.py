@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
+from fastapi import FastAPI
 from pydantic import SecretStr
 
 from mirror.api.app import create_app
 from mirror.api.auth.store import AuthStore
 from mirror.block.resolver import BlockResolver
+from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers
 from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig, S3Settings
 from mirror.core.catalog import Catalog
 from mirror.errors import UnavailableError
@@ -28,6 +30,7 @@ __all__ = [
     "block_resolver",
     "block_settings",
     "bootstrap_auth",
+    "build_app",
     "check_s3",
     "open_catalog",
     "open_kv",
@@ -38,17 +41,6 @@ __all__ = [
 ADMIN_KEY_ENV = "LAKEMIRROR_ADMIN_ACCESS_KEY_ID"
 ADMIN_SECRET_ENV = "LAKEMIRROR_ADMIN_SECRET_ACCESS_KEY"
 ADMIN_USER_ENV = "LAKEMIRROR_ADMIN_USER"
-
-# h11 sends header names as given; lakeFS's client reads `Content-Range` of a 416
-# case-sensitively, and uvicorn's httptools protocol would lowercase it. Logging is
-# configure_logging's, and the access line is RequestLogMiddleware's, not uvicorn's.
-UVICORN_OPTIONS: dict[str, Any] = {
-    "server_header": False,
-    "http": "h11",
-    "log_config": None,
-    "access_log": False,
-}
-"""The options ``lakemirror server`` passes to ``uvicorn.run`` (``bench.api`` reuses them)."""
 
 
 def bootstrap_auth(
@@ -247,47 +239,90 @@ def block_resolver(config: LakeMirrorConfig) -> tuple[BlockResolver, tuple[str, 
     return resolver, schemes
 
 
+def build_app(
+    config: LakeMirrorConfig,
+    catalog: Catalog,
+    schemes: tuple[str, ...],
+    *,
+    worker_header: bool = False,
+    close_kv: bool = False,
+) -> FastAPI:
+    """Return the API app serving ``catalog`` as ``config`` says.
+
+    Args:
+        config: The process configuration.
+        catalog: The versioning core (from :func:`open_catalog`).
+        schemes: The namespace schemes served.
+        worker_header: Name the serving process in an ``X-LakeMirror-Worker`` response header.
+        close_kv: Close the catalog's KV when the app shuts down.
+    """
+    root = config.local_root().resolve()
+    return create_app(
+        catalog,
+        AuthStore(catalog.kv),
+        local_root=root,
+        namespace_schemes=schemes,
+        worker_header=worker_header,
+        on_shutdown=(catalog.kv.close,) if close_kv else (),
+    )
+
+
+def _fail(exc: Exception) -> int:
+    print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
+    return 2 if isinstance(exc, ConfigurationError) else 1
+
+
 def run_server(config: LakeMirrorConfig, *, out: TextIO, wait_for_setup: bool = False) -> int:
-    """Serve the API as ``config`` says until interrupted; return the exit code.
+    """Serve the API as ``config`` says until SIGTERM or SIGINT; return the exit code.
 
     Log lines go to standard error (JSON or console, per ``config.logging``); the first start's
     generated credentials and the listening address are printed to ``out``. A start-up failure
-    (configuration, missing table, unreachable store) prints one line to standard error.
+    (configuration, missing table, unreachable store) prints one line to standard error. The
+    administrator is bootstrapped once, here, before any worker starts (``server.workers``).
+    SIGTERM stops gracefully (see :mod:`mirror.cli.serving`) and exits with 0.
     """
-    import uvicorn
-
     configure_logging(config.logging.format, config.logging.level)
     log = get_logger("mirror.server")
     try:
         catalog, schemes = open_catalog(config)
-    except ConfigurationError as exc:
-        print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
-        return 2
-    except UnavailableError as exc:
-        print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
-        return 1
+    except (ConfigurationError, UnavailableError) as exc:
+        return _fail(exc)
     root = config.local_root().resolve()
+    host, port, workers = config.server.host, config.server.port, config.server.workers
+    kv_open = True
     try:
-        auth = AuthStore(catalog.kv)
         try:
-            bootstrap_auth(auth, config.auth, out, wait_for_setup=wait_for_setup)
-        except ConfigurationError as exc:
-            print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
-            return 2
-        except UnavailableError as exc:
-            print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
-            return 1
-        app = create_app(catalog, auth, local_root=root, namespace_schemes=schemes)
-        host, port = config.server.host, config.server.port
-        print(f"serving {root} on http://{host}:{port}/api/v1", file=out, flush=True)
-        log.info("starting", host=host, port=port, kv=config.kv.type, local_root=str(root))
-        uvicorn.run(
-            app,
+            bootstrap_auth(AuthStore(catalog.kv), config.auth, out, wait_for_setup=wait_for_setup)
+        except (ConfigurationError, UnavailableError) as exc:
+            return _fail(exc)
+        processes = f" ({workers} workers)" if workers > 1 else ""
+        print(f"serving {root} on http://{host}:{port}/api/v1{processes}", file=out, flush=True)
+        log.info(
+            "starting",
             host=host,
             port=port,
-            log_level=config.logging.level,
-            **UVICORN_OPTIONS,
+            kv=config.kv.type,
+            local_root=str(root),
+            workers=workers,
         )
+        if workers > 1:
+            # each worker opens its own KV; the parent's is not needed while they serve
+            catalog.kv.close()
+            kv_open = False
+            started = serve_workers(config, workers=workers)
+        else:
+            started = serve(
+                build_app(config, catalog, schemes),
+                host=host,
+                port=port,
+                log_level=config.logging.level,
+                shutdown_timeout=config.server.shutdown_timeout,
+            )
     finally:
-        catalog.kv.close()
+        if kv_open:
+            catalog.kv.close()
+    if not started:
+        print("lakemirror server: the server did not start (see the log)", file=sys.stderr)
+        return 1
+    log.info("stopped")
     return 0

@@ -6,6 +6,11 @@ that mirror's :class:`~mirror.replicant.worker.MirrorWorker` and renews the leas
 its duration. If it stops renewing (it died, or lost the KV), another replica takes the mirror
 over once the lease expires. Branch heads move only by compare-and-swap, so even two workers
 overlapping for a moment cannot move a head to an unvalidated commit.
+
+A replica that stops (SIGTERM) cancels its workers and gives its leases up at once, so another
+replica takes the mirrors over on its next lease round instead of after the leases expire. The
+stop is bounded by ``shutdown_timeout``: a worker that has not stopped by then is left behind
+and its lease released all the same.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class ServiceSettings:
     list_threshold: int = 8
     object_cache_size: int = 1_000_000
     bulk_threshold: int = 0
+    shutdown_timeout: float = 25.0
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
@@ -109,6 +115,8 @@ class ReplicantService:
         self._clients: dict[str, LakeFSClient] = {}
         self._workers: dict[str, tuple[MirrorWorker, asyncio.Task[None]]] = {}
         self._manager: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Task[None] | None = None
         self.bulk = BulkFirstSync(settings.bulk_threshold) if settings.bulk_threshold else None
         self._log = get_logger("mirror.replicant").bind(replica=settings.replica_id)
 
@@ -268,23 +276,74 @@ class ReplicantService:
 
     async def start(self) -> None:
         """Start taking leases and working mirrors in the background."""
-        if self._manager is None:
+        self._loop = asyncio.get_running_loop()
+        if self._manager is None and self._stopping is None:
             self._manager = asyncio.create_task(self._manage(), name="replicant-manager")
 
+    def request_stop(self) -> None:
+        """Begin :meth:`stop` now; safe to call from a signal handler or another thread."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._begin_stop)
+
+    def _begin_stop(self) -> asyncio.Task[None]:
+        if self._stopping is None:
+            self._stopping = asyncio.get_running_loop().create_task(
+                self._stop(), name="replicant-stop"
+            )
+        return self._stopping
+
     async def stop(self) -> None:
-        """Stop every worker, give up leases, close clients and readers."""
+        """Stop every worker, give up leases, close clients and readers.
+
+        Takes at most ``settings.shutdown_timeout`` seconds to wait for the workers (plus one KV
+        call per lease held); a worker still running then is logged and left behind. Calling it
+        again, or after :meth:`request_stop`, waits for the same stop.
+        """
+        await asyncio.shield(self._begin_stop())
+
+    async def _stop(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.shutdown_timeout
+        tasks: list[asyncio.Task[None]] = []
         if self._manager is not None:
-            self._manager.cancel()
-            await asyncio.gather(self._manager, return_exceptions=True)
+            tasks.append(self._manager)
             self._manager = None
-        for name in list(self._workers):
-            await self._stop_worker(name)
+        tasks += [task for _, task in self._workers.values()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - loop.time()))
+            if pending:
+                self._log.error(
+                    "workers did not stop within the shutdown timeout; leaving them",
+                    workers=sorted(t.get_name() for t in pending),
+                    shutdown_timeout=self.settings.shutdown_timeout,
+                )
+        self._workers.clear()
+        self._release_leases()
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
         await self.readers.aclose()
         if self.bulk is not None:
             self.bulk.stop()
+
+    def _release_leases(self) -> None:
+        # Every configured mirror, not only those with a worker: the manager may have been
+        # cancelled between taking a lease and starting its worker.
+        try:
+            names = [m.name for m in self.store.list_mirrors()]
+        except LakeMirrorError as exc:
+            self._log.warning("leases not released: mirrors unreadable", error=str(exc))
+            return
+        for name in names:
+            try:
+                self.store.release_lease(name, self.settings.replica_id)
+            except LakeMirrorError as exc:
+                self._log.warning("lease not released", mirror=name, error=str(exc))
+            self.metrics.lease_held.labels(name).set(0)
+        self._log.info("leases released", mirrors=len(names))
 
     async def _manage(self) -> None:
         interval = min(self.settings.poll_interval, self.settings.lease_seconds / 3)
@@ -297,6 +356,8 @@ class ReplicantService:
 
     async def rebalance(self) -> None:
         """Renew or take leases; start workers for mirrors held, stop those lost or deleted."""
+        if self._stopping is not None:
+            return
         now = self._clock()
         configured = {m.name: m for m in self.store.list_mirrors()}
         for name in list(self._workers):

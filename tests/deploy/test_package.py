@@ -103,4 +103,4 @@ def test_with_the_server_extra_it_serves(core_venv: Path, tmp_path: Path) -> Non
         wait_healthy(process, f"http://127.0.0.1:{port}", log)
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        assert process.wait(timeout=30) == 0, log.read_text()

@@ -1,0 +1,273 @@
+"""Run an ASGI app under uvicorn: in this process or as worker processes, stopping gracefully.
+
+On SIGTERM (or Ctrl-C) the server stops accepting connections, lets the requests in flight
+finish for up to ``shutdown_timeout`` seconds (uvicorn's ``timeout_graceful_shutdown``), runs
+the app's shutdown (closing its KV), and the process exits with code 0. Whatever hangs (a
+request handler blocked in a thread, a worker ignoring cancellation), the process is gone
+:data:`FORCE_EXIT_GRACE` seconds after that bound, with exit code 1.
+
+With several workers, the parent binds the port, then starts that many processes that accept
+on it (uvicorn's supervisor); each builds its own app with :func:`worker_app` from the
+configuration the parent handed over in a private temporary directory, which also holds the
+Prometheus multiprocess files that make ``/metrics`` add up every worker. SIGTERM to the parent
+is passed to every worker, each drains as above, and the parent exits 0 once all have.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors.multiprocess import Multiprocess
+
+from mirror.config import ConfigurationError, LakeMirrorConfig
+from mirror.errors import UnavailableError
+from mirror.logging import configure_logging, get_logger
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+__all__ = [
+    "FORCE_EXIT_GRACE",
+    "MULTIPROC_ENV",
+    "STATE_ENV",
+    "UVICORN_OPTIONS",
+    "GracefulServer",
+    "serve",
+    "serve_workers",
+    "worker_app",
+]
+
+# h11 sends header names as given; lakeFS's client reads `Content-Range` of a 416
+# case-sensitively, and uvicorn's httptools protocol would lowercase it. Logging is
+# configure_logging's, and the access line is RequestLogMiddleware's, not uvicorn's.
+UVICORN_OPTIONS: dict[str, Any] = {
+    "server_header": False,
+    "http": "h11",
+    "log_config": None,
+    "access_log": False,
+}
+"""The options ``lakemirror server`` and ``replicant`` give uvicorn (``bench.api`` reuses them)."""
+
+STATE_ENV = "_LAKEMIRROR_SERVING_STATE"
+"""Names the parent's private directory to the worker processes (not a configuration key)."""
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus_client's variable: where each process writes its metric values."""
+_CONFIG_FILE = "config.pickle"
+_METRICS_DIR = "metrics"
+FORCE_EXIT_GRACE = 3.0
+"""Seconds past ``shutdown_timeout`` after which a stopping process exits whatever hangs."""
+
+
+def _force_exit(seconds: float) -> None:
+    get_logger("mirror.server").error(
+        "shutdown took too long; exiting now", after_seconds=round(seconds, 1)
+    )
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(1)
+
+
+def _arm_watchdog(seconds: float, action: Callable[[], None]) -> None:
+    timer = threading.Timer(seconds, action)
+    timer.daemon = True
+    timer.start()
+
+
+class GracefulServer(uvicorn.Server):
+    """A uvicorn server that tells ``on_exit`` when a signal first asks it to stop.
+
+    The process exits at most ``bound`` seconds after that signal, whatever hangs. ``on_exit``
+    runs in the signal handler, on the event loop's thread: it may only schedule work (the
+    replicant starts releasing its leases while requests drain).
+    """
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_exit: Callable[[], None] | None = None,
+        bound: float | None = None,
+    ) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+        self._bound = bound
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Stop serving; on the first signal, tell ``on_exit`` and arm the bound."""
+        first = not self.should_exit
+        super().handle_exit(sig, frame)
+        if not first:
+            return
+        if self._bound is not None:
+            bound = self._bound
+            _arm_watchdog(bound, lambda: _force_exit(bound))
+        if self._on_exit is not None:
+            self._on_exit()
+
+
+class _Supervisor(Multiprocess):
+    """uvicorn's supervisor of worker processes, killing those still alive past ``bound``."""
+
+    def __init__(self, config: uvicorn.Config, sockets: list[Any], bound: float) -> None:
+        super().__init__(config, sockets)
+        self._bound = bound
+        self._armed = False
+
+    def _arm(self) -> None:
+        if self._armed:
+            return
+        self._armed = True
+
+        def kill_stragglers() -> None:
+            for worker in list(self.processes):
+                if worker.process.is_alive():
+                    get_logger("mirror.server").error(
+                        "worker did not stop in time; killing it", pid=worker.pid
+                    )
+                    worker.process.kill()
+
+        _arm_watchdog(self._bound, kill_stragglers)
+
+    def handle_term(self) -> None:
+        """Stop every worker (SIGTERM), killing stragglers past the bound."""
+        self._arm()
+        super().handle_term()
+
+    def handle_int(self) -> None:
+        """Stop every worker (SIGINT), killing stragglers past the bound."""
+        self._arm()
+        super().handle_int()
+
+
+@contextmanager
+def _exit_zero_on_signal(server: uvicorn.Server) -> Iterator[None]:
+    """Handle SIGTERM and SIGINT as a request to stop, before, during and after serving.
+
+    uvicorn raises the signal again once it has shut down, so that the default action (death by
+    that signal) follows; the handler installed here receives it instead, so a graceful stop
+    exits with code 0. Before uvicorn takes the signals over, a stop request still counts.
+    """
+
+    def stop(sig: int, frame: FrameType | None) -> None:
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def serve(
+    app: Any,
+    *,
+    host: str,
+    port: int,
+    log_level: str,
+    shutdown_timeout: float,
+    on_exit: Callable[[], None] | None = None,
+) -> bool:
+    """Serve ``app`` in this process until SIGTERM or SIGINT; return whether it started.
+
+    Args:
+        app: The ASGI app.
+        host: Address to listen on.
+        port: Port to listen on.
+        log_level: uvicorn's log level.
+        shutdown_timeout: Seconds in-flight requests may take after the signal.
+        on_exit: Called (from the signal handler) when the first stop signal arrives.
+    """
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=_timeout(shutdown_timeout),
+        **UVICORN_OPTIONS,
+    )
+    server = GracefulServer(config, on_exit, bound=shutdown_timeout + FORCE_EXIT_GRACE)
+    with _exit_zero_on_signal(server):
+        server.run()
+    return server.started
+
+
+def _timeout(seconds: float) -> int:
+    # uvicorn takes whole seconds; round up so the bound is never shorter than configured
+    return max(0, int(-(-seconds // 1)))
+
+
+def serve_workers(config: LakeMirrorConfig, *, workers: int) -> bool:
+    """Serve the API from ``workers`` processes on ``config``'s port until SIGTERM or SIGINT.
+
+    The parent keeps no KV open: each worker opens its own (:func:`worker_app`). Returns
+    ``False`` when a worker could not start (its reason is logged), ``True`` otherwise.
+    """
+    state = Path(tempfile.mkdtemp(prefix="lakemirror-server-"))
+    saved = {name: os.environ.get(name) for name in (STATE_ENV, MULTIPROC_ENV)}
+    try:
+        (state / _METRICS_DIR).mkdir()
+        # the directory is the user's alone (mkdtemp), and so is the file: it holds secrets
+        target = state / _CONFIG_FILE
+        target.touch(mode=0o600)
+        target.write_bytes(pickle.dumps(config))
+        os.environ[STATE_ENV] = str(state)
+        os.environ[MULTIPROC_ENV] = str(state / _METRICS_DIR)
+        uv_config = uvicorn.Config(
+            f"{__name__}:worker_app",
+            factory=True,
+            host=config.server.host,
+            port=config.server.port,
+            workers=workers,
+            log_level=config.logging.level,
+            timeout_graceful_shutdown=_timeout(config.server.shutdown_timeout),
+            **UVICORN_OPTIONS,
+        )
+        sock = uv_config.bind_socket()
+        bound = config.server.shutdown_timeout + FORCE_EXIT_GRACE
+        supervisor = _Supervisor(uv_config, [sock], bound)
+        try:
+            supervisor.run()
+        finally:
+            sock.close()
+        return not any(p.exitcode == STARTUP_FAILURE for p in supervisor.processes)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def worker_app() -> FastAPI:
+    """Build one worker's app from the configuration its parent handed over (uvicorn factory).
+
+    The worker opens its own KV and object-store clients, and closes them when it stops. A
+    start-up failure prints one line and exits with uvicorn's start-up failure code, which stops
+    the parent instead of restarting the worker forever.
+    """
+    from mirror.cli.server import build_app, open_catalog
+
+    state = Path(os.environ[STATE_ENV])
+    config: LakeMirrorConfig = pickle.loads((state / _CONFIG_FILE).read_bytes())
+    configure_logging(config.logging.format, config.logging.level)
+    try:
+        catalog, schemes = open_catalog(config)
+    except (ConfigurationError, UnavailableError) as exc:
+        print(f"lakemirror server: worker {os.getpid()}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(STARTUP_FAILURE)
+    get_logger("mirror.server").info("worker started", pid=os.getpid())
+    return build_app(config, catalog, schemes, worker_header=True, close_kv=True)
