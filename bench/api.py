@@ -1,16 +1,18 @@
 """Latency and throughput of the lakeFS-compatible API, beside a bare FastAPI endpoint.
 
-Run ``python -m bench.api`` (options: ``--requests``, ``--concurrency``, ``--log-level``). It
-starts two separate processes on free ports of 127.0.0.1, both under uvicorn with the options
-``lakemirror server`` uses (:data:`mirror.cli.server.UVICORN_OPTIONS`, one worker, the same log
+Run ``python -m bench.api`` (options: ``--requests``, ``--concurrency``, ``--workers``,
+``--log-level``). It starts separate processes on free ports of 127.0.0.1, all under uvicorn with
+the options ``lakemirror server`` uses (:data:`mirror.cli.serving.UVICORN_OPTIONS`, the same log
 level):
 
 - ``lakemirror server`` on the embedded default (SQLite KV + local disk) in a temporary data
-  directory, with a bootstrap administrator whose key the requests sign with (HTTP Basic). No
+  directory, with a bootstrap administrator whose key the requests sign with (HTTP Basic), once
+  per value of ``--workers`` (``server.workers``: 1 by default; ``--workers 1,2`` measures one
+  worker process, then two on the same port, each in a fresh data directory). No
   ``LAKEMIRROR_*`` variable of the caller's environment reaches it (``LAKEMIRROR_CONFIG``
   included), so no configuration file or setting can move it off the embedded default;
-- a bare FastAPI app with two endpoints: ``GET /small`` answers a small JSON body, and
-  ``POST /upload`` reads a 1 KiB body and answers a small JSON body.
+- a bare FastAPI app (one process) with two endpoints: ``GET /small`` answers a small JSON
+  body, and ``POST /upload`` reads a 1 KiB body and answers a small JSON body.
 
 Against the server it measures, at each concurrency (threads, one keep-alive ``httpx.Client``
 each), ``--requests`` requests of:
@@ -28,6 +30,12 @@ Object operations are compared with the bare ``GET`` (stat, read, list) or ``POS
 branch operations with the bare ``POST``. Each thread makes one untimed request first (connection
 set-up, warm caches); percentiles are over the timed requests, throughput is timed requests per
 second of the cell's wall time (for commits, the untimed uploads are inside that wall time).
+Server CPU is that of the server's whole process tree (its workers included).
+
+With several worker counts, a second table compares each operation's throughput at the highest
+concurrency across them. Each client thread keeps one connection, and the kernel hands each new
+connection to one worker: the notes show how the connections were spread (at concurrency 1
+only one worker is ever used).
 """
 
 from __future__ import annotations
@@ -53,7 +61,8 @@ import httpx
 from fastapi import FastAPI, Request
 
 from bench.machine import describe
-from mirror.cli.server import UVICORN_OPTIONS
+from mirror.api.app import WORKER_HEADER
+from mirror.cli.serving import UVICORN_OPTIONS
 
 __all__ = ["COLUMNS", "main"]
 
@@ -68,10 +77,12 @@ OBJECT_TARGET_MS = 25.0
 BRANCH_TARGET_MS = 30.0
 DEFAULT_REQUESTS = 300
 DEFAULT_CONCURRENCY = (1, 16)
+DEFAULT_WORKERS = (1,)
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 COLUMNS = (
     "operation",
+    "workers",
     "conc.",
     "requests",
     "p50 ms",
@@ -261,6 +272,7 @@ class Cell:
     latencies: list[float]
     wall: float
     cpu: float | None
+    workers: int = 1
 
     def percentile_ms(self, q: float) -> float:
         """Return the ``q``-th percentile (nearest rank) of the latencies in milliseconds."""
@@ -279,13 +291,42 @@ class Cell:
         return None if self.cpu is None else self.cpu * 1000.0 / len(self.latencies)
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
 def process_cpu(pid: int) -> float | None:
     """Return the user + system CPU seconds of process ``pid`` so far (``None``: unknown)."""
+    fields = _stat(pid)
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+        return None if fields is None else (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    except (ValueError, IndexError):
         return None
+
+
+def tree_cpu(pid: int) -> float | None:
+    """Return the CPU seconds of process ``pid`` and its live descendants (its workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields is not None and len(fields) > 1:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total = process_cpu(pid)
+    if total is None:
+        return None
+    pending = list(children.get(pid, ()))
+    while pending:
+        child = pending.pop()
+        total += process_cpu(child) or 0.0
+        pending += children.get(child, ())
+    return total
 
 
 def run_cell(
@@ -294,6 +335,7 @@ def run_cell(
     concurrency: int,
     requests: int,
     server_pid: int,
+    workers: int = 1,
 ) -> Cell:
     """Send ``requests`` timed requests of ``operation`` from ``concurrency`` threads."""
     operation.prepare(clients, concurrency)
@@ -323,16 +365,17 @@ def run_cell(
     for t in threads:
         t.start()
     ready.wait()
-    cpu_before = process_cpu(server_pid)
+    cpu_before = tree_cpu(server_pid)
     start = time.perf_counter()
     for t in threads:
         t.join()
     wall = time.perf_counter() - start
-    cpu_after = process_cpu(server_pid)
+    cpu_after = tree_cpu(server_pid)
     if errors:
         raise SystemExit(f"{operation.name} at concurrency {concurrency}: {errors[0]}")
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-    return Cell(operation, concurrency, [x for part in latencies for x in part], wall, cpu)
+    latencies_ = [x for part in latencies for x in part]
+    return Cell(operation, concurrency, latencies_, wall, cpu, workers)
 
 
 def free_port() -> int:
@@ -387,19 +430,24 @@ def _env() -> dict[str, str]:
 
 
 @contextmanager
-def lakemirror_server(tmp: Path, log_level: str) -> Iterator[tuple[str, tuple[str, str], int]]:
-    """Run ``lakemirror server`` on a temporary data directory.
+def lakemirror_server(
+    tmp: Path, log_level: str, workers: int = 1
+) -> Iterator[tuple[str, tuple[str, str], int]]:
+    """Run ``lakemirror server`` with ``workers`` worker processes on a temporary data directory.
 
-    Yields its URL, the administrator's key and the process ID.
+    Yields its URL, the administrator's key and the (parent) process ID.
     """
     key = ("AKIAJ" + secrets.token_hex(8).upper()[:15], secrets.token_urlsafe(30))
     env = _env()
     env["LAKEMIRROR_ADMIN_ACCESS_KEY_ID"], env["LAKEMIRROR_ADMIN_SECRET_ACCESS_KEY"] = key
+    env["LAKEMIRROR_SERVER__WORKERS"] = str(workers)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "mirror.cli.main", "server", "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--data-dir", str(tmp / "data"), "--log-level", log_level]
-    with _process(command, f"{url}/healthz", tmp / "server.log", env) as process:
+    command += ["--port", str(port), "--data-dir", str(tmp / f"data-{workers}")]
+    command += ["--log-level", log_level]
+    log = tmp / f"server-{workers}.log"
+    with _process(command, f"{url}/healthz", log, env) as process:
         yield url, key, process.pid
 
 
@@ -511,6 +559,7 @@ def _row(cell: Cell, bare: dict[tuple[str, int], Cell]) -> list[str]:
         ratio = f"{p50 / base.percentile_ms(50):.1f}x"
     return [
         cell.operation.name,
+        str(cell.workers),
         str(cell.concurrency),
         f"{len(cell.latencies):,}",
         f"{p50:.2f}",
@@ -523,11 +572,10 @@ def _row(cell: Cell, bare: dict[tuple[str, int], Cell]) -> list[str]:
     ]
 
 
-def format_table(cells: Sequence[Cell]) -> str:
-    """Return the cells as a Markdown table, each server row beside its bare baseline."""
-    bare = {(c.operation.bare, c.concurrency): c for c in cells if c.operation.kind == "bare"}
-    rows = [list(COLUMNS), *(_row(c, bare) for c in cells)]
-    widths = [max(len(row[c]) for row in rows) for c in range(len(COLUMNS))]
+def _markdown(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """Return a Markdown table: the first column left-aligned, the others right-aligned."""
+    rows = [list(header), *(list(r) for r in body)]
+    widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
     lines = []
     for k, row in enumerate(rows):
         cells_ = [
@@ -546,41 +594,107 @@ def format_table(cells: Sequence[Cell]) -> str:
     return "\n".join(lines)
 
 
+def format_table(cells: Sequence[Cell]) -> str:
+    """Return the cells as a Markdown table, each server row beside its bare baseline."""
+    bare = {(c.operation.bare, c.concurrency): c for c in cells if c.operation.kind == "bare"}
+    return _markdown(COLUMNS, [_row(c, bare) for c in cells])
+
+
+def format_workers_table(cells: Sequence[Cell], workers: Sequence[int]) -> str:
+    """Return each server operation's throughput at each worker count, and the gain."""
+    first = workers[0]
+    header = [
+        "operation",
+        "conc.",
+        *(f"req/s, {n} worker{'s' if n > 1 else ''}" for n in workers),
+        *(f"{n} vs {first}" for n in workers[1:]),
+        *(f"CPU ms/req, {n}" for n in workers),
+    ]
+    found = {(c.operation.name, c.concurrency, c.workers): c for c in cells}
+    body = []
+    for name, concurrency in dict.fromkeys(
+        (c.operation.name, c.concurrency) for c in cells if c.operation.kind != "bare"
+    ):
+        row = [found[(name, concurrency, n)] for n in workers]
+        body.append(
+            [
+                name,
+                str(concurrency),
+                *(f"{c.throughput:,.0f}" for c in row),
+                *(f"{c.throughput / row[0].throughput:.2f}x" for c in row[1:]),
+                *("-" if c.cpu_ms is None else f"{c.cpu_ms:.2f}" for c in row),
+            ]
+        )
+    return _markdown(header, body)
+
+
 def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def run(requests: int, concurrencies: Sequence[int], log_level: str, seed: int) -> list[Cell]:
-    """Start both servers, measure every cell, stop both servers; return the cells."""
+def _spread(clients: Sequence[httpx.Client]) -> list[int]:
+    """Return how many of the clients' keep-alive connections each worker holds, most first."""
+    counts: dict[str, int] = {}
+    for client in clients:
+        worker = _check(client.get("/healthz"), 200).headers.get(WORKER_HEADER, "only")
+        counts[worker] = counts.get(worker, 0) + 1
+    return sorted(counts.values(), reverse=True)
+
+
+@dataclass
+class Run:
+    """The cells of a run, and how each server's connections were spread over its workers."""
+
+    cells: list[Cell]
+    spread: dict[int, list[int]]
+
+
+def run(
+    requests: int,
+    concurrencies: Sequence[int],
+    log_level: str,
+    seed: int,
+    workers: Sequence[int] = DEFAULT_WORKERS,
+) -> Run:
+    """Start the servers, measure every cell, stop the servers; return the cells."""
     most = max(concurrencies)
     cells: list[Cell] = []
+    spread: dict[int, list[int]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-api-") as name, ExitStack() as stack:
         tmp = Path(name)
         bare_url, bare_pid = stack.enter_context(bare_server(tmp, log_level))
-        url, key, pid = stack.enter_context(lakemirror_server(tmp, log_level))
         bare_clients = stack.enter_context(_clients(bare_url, most))
-        clients = stack.enter_context(_clients(url, most, key))
-        _log(f"populating {REPO!r} with {OBJECTS:,} objects")
-        _populate(clients)
-        bare_ops: list[Operation] = [BareGet(), BarePost()]
-        ops: list[Operation] = [
-            Stat(seed),
-            Upload(),
-            Read(seed + 1),
-            ListPage(),
-            CreateBranch(),
-            Commit(),
-        ]
         for concurrency in concurrencies:
-            for op in bare_ops:
+            for op in (BareGet(), BarePost()):
                 _log(f"{op.name} at concurrency {concurrency}")
                 cells.append(run_cell(op, bare_clients, concurrency, requests, bare_pid))
-        for concurrency in concurrencies:
-            for op in ops:
-                _log(f"{op.name} at concurrency {concurrency}")
-                cells.append(run_cell(op, clients, concurrency, requests, pid))
+        for n in workers:
+            with (
+                lakemirror_server(tmp, log_level, n) as (url, key, pid),
+                _clients(url, most, key) as clients,
+            ):
+                _log(f"{n} worker(s): populating {REPO!r} with {OBJECTS:,} objects")
+                _populate(clients)
+                spread[n] = _spread(clients)
+                ops: list[Operation] = [
+                    Stat(seed),
+                    Upload(),
+                    Read(seed + 1),
+                    ListPage(),
+                    CreateBranch(),
+                    Commit(),
+                ]
+                for concurrency in concurrencies:
+                    for op in ops:
+                        _log(f"{n} worker(s): {op.name} at concurrency {concurrency}")
+                        cells.append(run_cell(op, clients, concurrency, requests, pid, n))
     order = {op: k for k, op in enumerate(dict.fromkeys(c.operation.name for c in cells))}
-    return sorted(cells, key=lambda c: (order[c.operation.name], c.concurrency))
+    cells.sort(key=lambda c: (order[c.operation.name], c.workers, c.concurrency))
+    return Run(cells, spread)
+
+
+def _counts(values: Sequence[str]) -> list[int]:
+    return sorted({int(v) for value in values for v in value.split(",") if v.strip()})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -601,6 +715,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="client threads (one cell per value)",
     )
     parser.add_argument(
+        "--workers",
+        nargs="+",
+        default=[",".join(map(str, DEFAULT_WORKERS))],
+        metavar="N[,N...]",
+        help="server.workers of the server, one server run per value (e.g. 1,2)",
+    )
+    parser.add_argument(
         "--log-level", default="warning", choices=LOG_LEVELS, help="uvicorn's, for both servers"
     )
     parser.add_argument("--seed", type=int, default=42)
@@ -608,35 +729,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.serve_bare is not None:
         return serve_bare(args.serve_bare, args.log_level)
-    if args.requests < 1 or any(c < 1 for c in args.concurrency):
-        parser.error("--requests and --concurrency must be positive")
+    try:
+        workers = _counts(args.workers)
+    except ValueError:
+        parser.error("--workers takes positive whole numbers, e.g. 1,2")
+    if args.requests < 1 or any(c < 1 for c in args.concurrency) or min(workers) < 1:
+        parser.error("--requests, --concurrency and --workers must be positive")
     concurrencies = sorted(set(args.concurrency))
     started, load = time.perf_counter(), os.getloadavg()[0]
-    cells = run(args.requests, concurrencies, args.log_level, args.seed)
+    result = run(args.requests, concurrencies, args.log_level, args.seed, workers)
     print(f"machine: {machine()}")
     print(
         f"command: python -m bench.api --requests {args.requests} "
-        f"--concurrency {' '.join(map(str, concurrencies))} --log-level {args.log_level}"
+        f"--concurrency {' '.join(map(str, concurrencies))} "
+        f"--workers {','.join(map(str, workers))} --log-level {args.log_level}"
     )
     most = max(concurrencies)
+    spread = "; ".join(
+        f"{n} worker{'s' if n > 1 else ''}: {'/'.join(map(str, counts))}"
+        for n, counts in result.spread.items()
+    )
     for note in (
-        "servers: lakemirror server (embedded SQLite + local disk, HTTP Basic auth) and a bare "
-        "FastAPI app, each one uvicorn process on 127.0.0.1 with the same options "
+        "servers: lakemirror server (embedded SQLite + local disk, HTTP Basic auth; "
+        f"server.workers {', then '.join(map(str, workers))}) and a bare FastAPI app (one "
+        "process), under uvicorn on 127.0.0.1 with the same options "
         f"({', '.join(f'{k}={v!r}' for k, v in UVICORN_OPTIONS.items())}, "
-        f"log_level={args.log_level!r}, one worker)",
+        f"log_level={args.log_level!r})",
         f"client: one thread per unit of concurrency ({most} at most), one keep-alive "
         "httpx.Client each, on the same machine as the servers",
+        f"connections per worker ({most} connections): {spread}",
         f"commit: one branch per thread ({most} branches at concurrency {most}, so no two "
         "commits contend for one branch); each commits one 1 KiB upload staged just before, "
         "untimed",
         "p50 ratio: p50 over the bare endpoint's p50 at the same concurrency (bare GET for "
         "stat, read and list; bare POST for upload, create branch and commit)",
-        "server CPU ms/req: the server process's user + system CPU during the cell per timed "
-        "request (for commits it includes the staging upload)",
+        "server CPU ms/req: the server's user + system CPU (all its processes) during the "
+        "cell per timed request (for commits it includes the staging upload)",
     ):
         print(note)
     print()
-    print(format_table(cells))
+    print(format_table(result.cells))
+    if len(workers) > 1:
+        print()
+        print(format_workers_table(result.cells, workers))
     print()
     print(
         f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "

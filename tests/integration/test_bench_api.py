@@ -31,11 +31,12 @@ def test_bench_api_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
     header = next(line for line in lines if line.startswith("| operation"))
     assert _cells(header) == list(COLUMNS)
     rows = [_cells(line) for line in lines if line.startswith("| ") and line != header]
-    assert [(r[0], r[1]) for r in rows] == [(op, c) for op in OPERATIONS for c in ("1", "4")]
+    assert [(r[0], r[2]) for r in rows] == [(op, c) for op in OPERATIONS for c in ("1", "4")]
     for row in rows:
         assert len(row) == len(COLUMNS)
-        assert row[2] == "5"
-        assert all(float(cell.replace(",", "")) >= 0 for cell in row[3:6])
+        assert row[1] == "1"
+        assert row[3] == "5"
+        assert all(float(cell.replace(",", "")) >= 0 for cell in row[4:7])
         if row[0].startswith("bare"):
             assert row[-3:] == ["-", "-", "-"]
         else:
@@ -47,3 +48,48 @@ def test_bench_api_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bench_api_rejects_bad_counts() -> None:
     with pytest.raises(SystemExit):
         main(["--requests", "0"])
+    with pytest.raises(SystemExit):
+        main(["--workers", "0"])
+    with pytest.raises(SystemExit):
+        main(["--workers", "two"])
+
+
+def test_bench_api_compares_worker_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--requests", "4", "--concurrency", "4", "--workers", "1,2"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert any("--workers 1,2" in line for line in lines if line.startswith("command: "))
+    spread = next(line for line in lines if line.startswith("connections per worker"))
+    # four keep-alive connections: all on the one worker, then spread over at most two
+    ones, twos = spread.split(": ", 1)[1].split("; ")
+    assert ones == "1 worker: 4"
+    assert twos.startswith("2 workers: ")
+    counts = [int(n) for n in twos.split(": ")[1].split("/")]
+    assert sum(counts) == 4 and 1 <= len(counts) <= 2
+    tables = [line for line in lines if line.startswith("| operation")]
+    assert len(tables) == 2
+    main_rows = [
+        _cells(line)
+        for line in lines
+        if line.startswith("| ") and not line.startswith("| operation") and len(_cells(line)) == 11
+    ]
+    servers = [r for r in main_rows if not r[0].startswith("bare")]
+    assert sorted({(r[0], r[1]) for r in servers}) == sorted(
+        (op, w) for op in OPERATIONS if not op.startswith("bare") for w in ("1", "2")
+    )
+    header = _cells(tables[1])
+    assert header == [
+        "operation",
+        "conc.",
+        "req/s, 1 worker",
+        "req/s, 2 workers",
+        "2 vs 1",
+        "CPU ms/req, 1",
+        "CPU ms/req, 2",
+    ]
+    start = lines.index(tables[1])
+    compared = [_cells(line) for line in lines[start + 2 :] if line.startswith("| ")]
+    assert [r[0] for r in compared] == [op for op in OPERATIONS if not op.startswith("bare")]
+    for row in compared:
+        assert row[1] == "4" and row[4].endswith("x")
+        assert float(row[2].replace(",", "")) > 0 and float(row[3].replace(",", "")) > 0
