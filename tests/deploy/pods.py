@@ -134,6 +134,8 @@ class PodProcess:
     log_path: Path
     command: list[str]
     env: dict[str, str]
+    grace_period: float = 30.0
+    """The pod's ``terminationGracePeriodSeconds``: SIGTERM, then SIGKILL after this long."""
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -141,12 +143,12 @@ class PodProcess:
     def url(self, container_port: int) -> str:
         return f"http://127.0.0.1:{self.ports[container_port]}"
 
-    def stop(self, timeout: float = 30.0) -> int:
-        """Send SIGTERM, as the kubelet does, and wait; SIGKILL after ``timeout``."""
+    def stop(self) -> int:
+        """Send SIGTERM, as the kubelet does, and wait; SIGKILL after the grace period."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=timeout)
+                self.process.wait(timeout=self.grace_period)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
@@ -362,7 +364,8 @@ class Cluster:
             process = subprocess.Popen(
                 launcher, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=_launcher_env()
             )
-        pod = PodProcess(pod_name, process, ports, log_path, command, env)
+        grace = float(pod_spec.get("terminationGracePeriodSeconds", 30))
+        pod = PodProcess(pod_name, process, ports, log_path, command, env, grace)
         self.pods.append(pod)
         return pod
 

@@ -78,7 +78,7 @@ def test_pods_are_hardened(mirror: Manifests, name: str) -> None:
     assert security["seccompProfile"] == {"type": "RuntimeDefault"}
     volumes = {v["name"]: v for v in spec["volumes"]}
     mounts = {m["mountPath"]: volumes[m["name"]] for m in c["volumeMounts"]}
-    assert mounts["/tmp"] == {"name": "tmp", "emptyDir": {}}
+    assert mounts["/tmp"] == {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}
     # the data directory must be writable on a read-only root: an emptyDir when stateless
     assert _config(mirror, name)["data_dir"] in mounts
     assert "emptyDir" in mounts[_config(mirror, name)["data_dir"]]
