@@ -595,6 +595,19 @@ def test_auth_changes_reach_every_replica_within_the_bound(cluster: Cluster) -> 
         everywhere("policy attached", 200, clients)
         _ok(a.http.delete(f"/auth/users/{user}/policies/FSReadAll"), 204)
         everywhere("policy detached", 403, clients)
+        policy = unique("read-repo")
+
+        def statement(effect: str) -> dict[str, Any]:
+            return {"effect": effect, "action": ["fs:Read*"], "resource": "*"}
+
+        body = {"id": policy, "statement": [statement("allow")]}
+        _ok(a.http.post("/auth/policies", json=body), 201)
+        _ok(a.http.put(f"/auth/users/{user}/policies/{policy}"), 201)
+        everywhere("own policy attached", 200, clients)
+        body = {"id": policy, "statement": [statement("deny")]}
+        _ok(a.http.put(f"/auth/policies/{policy}", json=body), 200)
+        everywhere("own policy turned to deny", 403, clients)
+        _ok(a.http.delete(f"/auth/policies/{policy}"), 204)
         _ok(a.http.put(f"/auth/groups/Writers/members/{user}"), 201)
         everywhere("Writers membership", 200, clients)
         _ok(a.http.delete(f"/auth/users/{user}/credentials/{first['access_key_id']}"), 204)
