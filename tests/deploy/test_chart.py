@@ -318,6 +318,17 @@ def test_prometheus_rule_holds_the_alert_rules_and_promtool_accepts_them(
     assert f"SUCCESS: {count} rules found" in done.stdout
 
 
+def test_runbook_url_points_the_alerts_at_the_operators_copy(tmp_path: Path) -> None:
+    url = "https://wiki.example.com/lakemirror/operations"
+    overrides = {"metrics": {"prometheusRule": {"runbookUrl": url + "/"}}}
+    (rule,) = render([example("us-east-1"), overrides], tmp_path).of_kind("PrometheusRule")
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert alerts
+    for alert in alerts:
+        expected = f"{url}#{alert['alert'].lower()}"
+        assert alert["annotations"]["runbook_url"] == expected
+
+
 @pytest.mark.parametrize("name", REGIONS)
 def test_dashboard_configmap_for_grafanas_sidecar(
     name: str, rendered: dict[str, Manifests]
@@ -336,6 +347,11 @@ def test_dashboard_configmap_for_grafanas_sidecar(
 
 
 BAD_VALUES = [
+    pytest.param(
+        ["metrics.prometheusRule.runbookUrl=docs/operations.md"],
+        "at '/metrics/prometheusRule/runbookUrl'",
+        id="runbook-url",
+    ),
     pytest.param(
         ["server.replicas=-1"], "at '/server/replicas': minimum: got -1, want 1", id="replicas"
     ),
