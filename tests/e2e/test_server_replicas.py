@@ -397,7 +397,6 @@ def check_ledger(cluster: Cluster, repo: str, ledger: Ledger) -> None:
         assert _ok(read(via.http, repo, final_head, path), 200).content == data, path
 
 
-@pytest.mark.slow
 def test_concurrent_commits_through_every_replica_lose_nothing(cluster: Cluster) -> None:
     a = cluster.replicas[0]
     repo = create_repo(cluster, a, "storm")
