@@ -99,16 +99,53 @@ class ReplicantMetrics:
             registry=r,
         )
 
-    def forget_branch(self, mirror: str, branch: str) -> None:
-        """Stop exporting the series of a branch that is no longer mirrored."""
-        for metric in (
+        self._labelled: tuple[tuple[Counter | Gauge, tuple[str, ...]], ...] = (
+            *((m, branch) for m in self._branch_metrics()),
+            *(
+                (m, ("mirror",))
+                for m in (self.commits_imported, self.bulk_validations, self.source_errors)
+            ),
+            *((m, ("mirror",)) for m in (self.lease_held,)),
+            *(
+                (m, ("mirror", label))
+                for m, label in (
+                    (self.validations, "result"),
+                    (self.validation_requests, "op"),
+                    (self.validation_objects, "result"),
+                    (self.cache_hits, "cache"),
+                )
+            ),
+        )
+
+    def _branch_metrics(self) -> tuple[Counter | Gauge, ...]:
+        return (
             self.lag_seconds,
             self.lag_commits,
             self.missing_objects,
             self.head_advances,
             self.commits_skipped,
             self.last_advance,
-        ):
+        )
+
+    def forget_mirror(self, mirror: str) -> None:
+        """Stop exporting every series of a mirror that is no longer configured.
+
+        Without this, a deleted mirror's last values (and a lease shown as unheld) would stay
+        on every replica's ``/metrics`` until the process restarts.
+        """
+        for metric, names in self._labelled:
+            seen: set[tuple[str, ...]] = set()
+            for family in metric.collect():
+                for sample in family.samples:
+                    values = tuple(sample.labels.get(n, "") for n in names)
+                    if values[0] == mirror:
+                        seen.add(values)
+            for values in seen:
+                metric.remove(*values)
+
+    def forget_branch(self, mirror: str, branch: str) -> None:
+        """Stop exporting the series of a branch that is no longer mirrored."""
+        for metric in self._branch_metrics():
             try:
                 metric.remove(mirror, branch)
             except KeyError:

@@ -114,6 +114,8 @@ class ReplicantService:
         self._clock = clock
         self._clients: dict[str, LakeFSClient] = {}
         self._workers: dict[str, tuple[MirrorWorker, asyncio.Task[None]]] = {}
+        self._exported: set[str] = set()
+        """Mirrors whose series this replica's ``/metrics`` shows."""
         self._manager: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Task[None] | None = None
@@ -256,6 +258,8 @@ class ReplicantService:
         self.get_mirror(source_repo, name)
         await self._stop_worker(name)
         self.store.delete_mirror(name)
+        self.metrics.forget_mirror(name)
+        self._exported.discard(name)
         self._log.info("mirror deleted", mirror=name)
 
     def status(self, name: str) -> list[BranchStatus]:
@@ -363,6 +367,9 @@ class ReplicantService:
         for name in list(self._workers):
             if name not in configured:
                 await self._stop_worker(name)
+        for name in self._exported - configured.keys():
+            self.metrics.forget_mirror(name)
+        self._exported = set(configured)
         for name, config in sorted(configured.items()):
             held = self.store.try_lease(
                 name, self.settings.replica_id, self.settings.lease_seconds, now

@@ -362,3 +362,33 @@ def test_commits_are_imported_parents_first(parent_choices: list[list[int]]) -> 
     position = {c.id: n for n, c in enumerate(ordered)}
     for c in ordered:
         assert all(position[p] < position[c.id] for p in c.parents)
+
+
+def _series_of(service: ReplicantService, mirror: str) -> list[str]:
+    return [
+        f"{sample.name}{sample.labels}"
+        for family in service.metrics.registry.collect()
+        for sample in family.samples
+        if sample.labels.get("mirror") == mirror
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_deleted_mirror_leaves_no_series(service: ReplicantService) -> None:
+    await service.create_mirror("origin", _req())
+    held = {"mirror": "origin-mirror"}
+    assert service.metrics.registry.get_sample_value("lakemirror_lease_held", held) == 1
+    await service.delete_mirror("origin", "origin-mirror")
+    assert _series_of(service, "origin-mirror") == []
+
+
+@pytest.mark.anyio
+async def test_a_mirror_deleted_through_another_replica_leaves_no_series(
+    service: ReplicantService,
+) -> None:
+    await service.create_mirror("origin", _req(name="other-mirror"))
+    assert _series_of(service, "other-mirror")
+    service.store.delete_mirror("other-mirror")  # as the configuration API of another replica
+    await service.rebalance()
+    assert service.working() == []
+    assert _series_of(service, "other-mirror") == []
