@@ -7,8 +7,9 @@ level):
 
 - ``lakemirror server`` on the embedded default (SQLite KV + local disk) in a temporary data
   directory, with a bootstrap administrator whose key the requests sign with (HTTP Basic), once
-  per value of ``--workers`` (``server.workers``: 1 by default; ``--workers 1,2`` measures one
-  worker process, then two on the same port, each in a fresh data directory). No
+  per value of ``--workers`` (``server.workers``: 1 by default; ``--workers 1,2`` runs a server
+  of one worker process and one of two, side by side, each in a fresh data directory, and
+  measures each cell on one right after the other). No
   ``LAKEMIRROR_*`` variable of the caller's environment reaches it (``LAKEMIRROR_CONFIG``
   included), so no configuration file or setting can move it off the embedded default;
 - a bare FastAPI app (one process) with two endpoints: ``GET /small`` answers a small JSON
@@ -33,9 +34,9 @@ second of the cell's wall time (for commits, the untimed uploads are inside that
 Server CPU is that of the server's whole process tree (its workers included).
 
 With several worker counts, a second table compares each operation's throughput at the highest
-concurrency across them. Each client thread keeps one connection, and the kernel hands each new
-connection to one worker: the notes show how the connections were spread (at concurrency 1
-only one worker is ever used).
+concurrency across them. Each client thread keeps one connection, opened one after the other
+before the cell runs, and the kernel hands each new connection to one worker: the notes show how
+the connections were spread (at concurrency 1 only one worker is ever used).
 """
 
 from __future__ import annotations
@@ -649,6 +650,10 @@ class Run:
     spread: dict[int, list[int]]
 
 
+def _operations(seed: int) -> list[Operation]:
+    return [Stat(seed), Upload(), Read(seed + 1), ListPage(), CreateBranch(), Commit()]
+
+
 def run(
     requests: int,
     concurrencies: Sequence[int],
@@ -656,7 +661,12 @@ def run(
     seed: int,
     workers: Sequence[int] = DEFAULT_WORKERS,
 ) -> Run:
-    """Start the servers, measure every cell, stop the servers; return the cells."""
+    """Start the servers, measure every cell, stop the servers; return the cells.
+
+    Every server (one per worker count) runs for the whole measurement, and the cells of one
+    operation at one concurrency are measured back to back on each, so a change in the
+    machine's load between cells touches every worker count alike.
+    """
     most = max(concurrencies)
     cells: list[Cell] = []
     spread: dict[int, list[int]] = {}
@@ -664,30 +674,25 @@ def run(
         tmp = Path(name)
         bare_url, bare_pid = stack.enter_context(bare_server(tmp, log_level))
         bare_clients = stack.enter_context(_clients(bare_url, most))
+        servers: dict[int, tuple[int, list[httpx.Client], list[Operation]]] = {}
+        for n in workers:
+            url, key, pid = stack.enter_context(lakemirror_server(tmp, log_level, n))
+            clients = stack.enter_context(_clients(url, most, key))
+            # one connection after the other, as clients arriving over time do: a burst of
+            # connections on an idle server tends to land on one worker
+            spread[n] = _spread(clients)
+            _log(f"{n} worker(s): populating {REPO!r} with {OBJECTS:,} objects")
+            _populate(clients)
+            servers[n] = (pid, clients, _operations(seed))
         for concurrency in concurrencies:
             for op in (BareGet(), BarePost()):
                 _log(f"{op.name} at concurrency {concurrency}")
                 cells.append(run_cell(op, bare_clients, concurrency, requests, bare_pid))
-        for n in workers:
-            with (
-                lakemirror_server(tmp, log_level, n) as (url, key, pid),
-                _clients(url, most, key) as clients,
-            ):
-                _log(f"{n} worker(s): populating {REPO!r} with {OBJECTS:,} objects")
-                _populate(clients)
-                spread[n] = _spread(clients)
-                ops: list[Operation] = [
-                    Stat(seed),
-                    Upload(),
-                    Read(seed + 1),
-                    ListPage(),
-                    CreateBranch(),
-                    Commit(),
-                ]
-                for concurrency in concurrencies:
-                    for op in ops:
-                        _log(f"{n} worker(s): {op.name} at concurrency {concurrency}")
-                        cells.append(run_cell(op, clients, concurrency, requests, pid, n))
+        for concurrency in concurrencies:
+            for k in range(len(_operations(seed))):
+                for n, (pid, clients, ops) in servers.items():
+                    _log(f"{n} worker(s): {ops[k].name} at concurrency {concurrency}")
+                    cells.append(run_cell(ops[k], clients, concurrency, requests, pid, n))
     order = {op: k for k, op in enumerate(dict.fromkeys(c.operation.name for c in cells))}
     cells.sort(key=lambda c: (order[c.operation.name], c.workers, c.concurrency))
     return Run(cells, spread)
@@ -751,8 +756,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for note in (
         "servers: lakemirror server (embedded SQLite + local disk, HTTP Basic auth; "
-        f"server.workers {', then '.join(map(str, workers))}) and a bare FastAPI app (one "
-        "process), under uvicorn on 127.0.0.1 with the same options "
+        f"one server per server.workers value: {', '.join(map(str, workers))}) and a bare "
+        "FastAPI app (one process), under uvicorn on 127.0.0.1 with the same options "
         f"({', '.join(f'{k}={v!r}' for k, v in UVICORN_OPTIONS.items())}, "
         f"log_level={args.log_level!r})",
         f"client: one thread per unit of concurrency ({most} at most), one keep-alive "

@@ -6,19 +6,24 @@ the app's shutdown (closing its KV), and the process exits with code 0. Whatever
 request handler blocked in a thread, a worker ignoring cancellation), the process is gone
 :data:`FORCE_EXIT_GRACE` seconds after that bound, with exit code 1.
 
-With several workers, the parent binds the port, then starts that many processes that accept
-on it (uvicorn's supervisor); each builds its own app with :func:`worker_app` from the
-configuration the parent handed over in a private temporary directory, which also holds the
-Prometheus multiprocess files that make ``/metrics`` add up every worker. SIGTERM to the parent
-is passed to every worker, each drains as above, and the parent exits 0 once all have.
+With several workers, the parent binds one listening socket per worker on the same port
+(``SO_REUSEPORT``: the kernel spreads new connections evenly over them, where one shared socket
+lets whichever worker wakes first take a whole burst), then starts the workers under uvicorn's
+supervisor, which replaces a worker that dies. Each builds its own app with :func:`worker_app`
+from the configuration the parent handed over in a private temporary directory, which also
+holds the Prometheus multiprocess files that make ``/metrics`` add up every worker. SIGTERM to
+the parent is passed to every worker, each drains as above, and the parent exits 0 once all
+have.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -30,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
-from uvicorn.supervisors.multiprocess import Multiprocess
+from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 from mirror.config import ConfigurationError, LakeMirrorConfig
 from mirror.errors import UnavailableError
@@ -118,12 +123,67 @@ class GracefulServer(uvicorn.Server):
 
 
 class _Supervisor(Multiprocess):
-    """uvicorn's supervisor of worker processes, killing those still alive past ``bound``."""
+    """uvicorn's supervisor of worker processes, each worker on a listening socket of its own.
 
-    def __init__(self, config: uvicorn.Config, sockets: list[Any], bound: float) -> None:
+    A worker that dies is replaced on the socket it had. Workers still alive ``bound`` seconds
+    after SIGTERM or SIGINT are killed.
+    """
+
+    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket], bound: float) -> None:
         super().__init__(config, sockets)
         self._bound = bound
         self._armed = False
+
+    def _start(self, index: int) -> Process:
+        process = Process(self.config, [self.sockets[index]])
+        process.start()
+        return process
+
+    def init_processes(self) -> None:
+        """Start one worker per socket."""
+        for index in range(self.processes_num):
+            self.processes.append(self._start(index))
+
+    def keep_subprocess_alive(self) -> None:
+        """Replace dead or hung workers; stop everything if one could not start at all."""
+        if self.should_exit.is_set():
+            return
+        for index, process in enumerate(self.processes):
+            if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
+                continue
+            process.kill()
+            process.join()
+            if process.exitcode == STARTUP_FAILURE:
+                # it would fail the same way on every restart
+                _uvicorn_log.error(f"Child process [{process.pid}] failed to start, stopping.")
+                self.should_exit.set()
+                return
+            if self.should_exit.is_set():
+                return
+            _uvicorn_log.info(f"Child process [{process.pid}] died")
+            self.processes[index] = self._start(index)
+
+    def restart_all(self) -> None:
+        """Replace every worker (SIGHUP), each on its socket, the new one before the old goes."""
+        for index, old in enumerate(self.processes):
+            if self.should_exit.is_set():
+                return
+            new = self._start(index)
+            if not new.wait_until_ready(self.config.timeout_worker_healthcheck, self.should_exit):
+                new.kill()
+                new.join()
+                return
+            old.terminate()
+            old.join()
+            self.processes[index] = new
+
+    def handle_ttin(self) -> None:
+        """Keep the number of workers (it is ``server.workers``, one socket each)."""
+        _uvicorn_log.info("Received SIGTTIN; the number of workers is server.workers")
+
+    def handle_ttou(self) -> None:
+        """Keep the number of workers (it is ``server.workers``, one socket each)."""
+        _uvicorn_log.info("Received SIGTTOU; the number of workers is server.workers")
 
     def _arm(self) -> None:
         if self._armed:
@@ -149,6 +209,37 @@ class _Supervisor(Multiprocess):
         """Stop every worker (SIGINT), killing stragglers past the bound."""
         self._arm()
         super().handle_int()
+
+
+_uvicorn_log = logging.getLogger("uvicorn.error")
+
+
+def _listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """Bind ``count`` sockets to one address with ``SO_REUSEPORT``.
+
+    Raises:
+        OSError: the address is taken (by any other socket, with or without ``SO_REUSEPORT``).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # A socket bound without SO_REUSEPORT proves no other process listens there: with the
+    # option alone, another server of the same user on the port would silently share it.
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(family)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, port))
+            sock.set_inheritable(True)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 @contextmanager
@@ -235,13 +326,24 @@ def serve_workers(config: LakeMirrorConfig, *, workers: int) -> bool:
             timeout_graceful_shutdown=_timeout(config.server.shutdown_timeout),
             **UVICORN_OPTIONS,
         )
-        sock = uv_config.bind_socket()
+        try:
+            sockets = _listening_sockets(config.server.host, config.server.port, workers)
+        except OSError as exc:
+            get_logger("mirror.server").error(
+                "cannot listen", host=config.server.host, port=config.server.port, error=str(exc)
+            )
+            return False
         bound = config.server.shutdown_timeout + FORCE_EXIT_GRACE
-        supervisor = _Supervisor(uv_config, [sock], bound)
+        supervisor = _Supervisor(uv_config, sockets, bound)
+        _uvicorn_log.info(
+            f"Uvicorn running on http://{config.server.host}:{config.server.port} "
+            f"({workers} workers)"
+        )
         try:
             supervisor.run()
         finally:
-            sock.close()
+            for sock in sockets:
+                sock.close()
         return not any(p.exitcode == STARTUP_FAILURE for p in supervisor.processes)
     finally:
         for name, value in saved.items():

@@ -8,7 +8,10 @@ default and on DynamoDB (dynalite) — and SIGTERM to the server stops every wor
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -208,3 +211,24 @@ def test_one_worker_is_the_default_and_names_no_worker(tmp_path: Path) -> None:
     with running_server(tmp_path / "data", tmp_path / "server.log") as server:
         response = httpx.get(f"{server.url}/healthz")
         assert response.status_code == 200 and WORKER_HEADER not in response.headers
+
+
+def test_a_second_server_on_the_same_port_is_refused(tmp_path: Path) -> None:
+    # each worker listens with SO_REUSEPORT: a second server must not quietly share the port
+    with _two_workers(tmp_path, {}) as server:
+        port = server.url.rsplit(":", 1)[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMIRROR_")}
+        env["LAKEMIRROR_SERVER__WORKERS"] = str(WORKERS)
+        command = [sys.executable, "-m", "mirror.cli.main", "server", "--host", "127.0.0.1"]
+        second = subprocess.run(
+            [*command, "--port", port, "--data-dir", str(tmp_path / "second")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert second.returncode == 1, second.stderr
+        assert "Address already in use" in second.stderr
+        assert "the server did not start" in second.stderr
+        assert httpx.get(f"{server.url}/healthz").status_code == 200
