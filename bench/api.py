@@ -343,7 +343,11 @@ def run_cell(
     counter = itertools.count()
     latencies: list[list[float]] = [[] for _ in range(concurrency)]
     errors: list[BaseException] = []
-    ready = threading.Barrier(concurrency + 1, timeout=REQUEST_TIMEOUT)
+    # Two barriers: the clock and the CPU reading start after every warm-up request and before
+    # any timed one. Read after the release, they would wait for the main thread to get the
+    # GIL back from busy client threads, and a fast cell could be over by then.
+    warmed = threading.Barrier(concurrency + 1, timeout=REQUEST_TIMEOUT)
+    go = threading.Barrier(concurrency + 1, timeout=REQUEST_TIMEOUT)
 
     def work(worker: int) -> None:
         client = clients[worker]
@@ -352,7 +356,8 @@ def run_cell(
         except Exception as exc:
             errors.append(exc)
         finally:
-            ready.wait()
+            warmed.wait()
+            go.wait()
         while not errors:
             i = next(counter)
             if i >= requests:
@@ -365,9 +370,10 @@ def run_cell(
     threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(concurrency)]
     for t in threads:
         t.start()
-    ready.wait()
+    warmed.wait()
     cpu_before = tree_cpu(server_pid)
     start = time.perf_counter()
+    go.wait()
     for t in threads:
         t.join()
     wall = time.perf_counter() - start
