@@ -62,7 +62,9 @@ def debian_mirror() -> str:
     for path in sorted(sources.glob("sources.list.d/*.sources")):
         for stanza in path.read_text().split("\n\n"):
             fields = dict(
-                line.split(":", 1) for line in stanza.splitlines() if re.match(r"^[A-Za-z-]+:", line)
+                line.split(":", 1)
+                for line in stanza.splitlines()
+                if re.match(r"^[A-Za-z-]+:", line)
             )
             if SUITE in fields.get("Suites", "").split() and "deb" in fields.get("Types", ""):
                 return fields["URIs"].split()[0]
