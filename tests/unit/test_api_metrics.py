@@ -122,9 +122,9 @@ async def test_requests_in_flight_are_counted_while_they_run() -> None:
             tasks.start_soon(post)
             with anyio.fail_after(10):
                 await arrived.wait()
-                while _samples(metrics.render().decode(), in_flight).get(
-                    (("method", "POST"),)
-                ) != 2.0:
+                while (
+                    _samples(metrics.render().decode(), in_flight).get((("method", "POST"),)) != 2.0
+                ):
                     await anyio.sleep(0.01)
             release.set()
     assert [r.status_code for r in responses] == [201, 201]
