@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 
 from mirror.api.app import create_app
+from mirror.api.auth.errors import SetupDoneError
 from mirror.api.auth.store import AuthStore
 from mirror.block.resolver import BlockResolver
 from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers
@@ -83,7 +84,10 @@ def bootstrap_auth(
             flush=True,
         )
         return
-    created = auth.setup(user)
+    try:
+        created = auth.setup(user)
+    except SetupDoneError:
+        return  # another replica, starting at the same moment, set it up and printed the key
     print(
         "Generated the administrator's credentials. They are shown only this once:\n"
         f"  access_key_id:     {created.access_key_id}\n"

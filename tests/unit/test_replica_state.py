@@ -7,6 +7,7 @@ state and no read-then-write leaves a stale or wrong answer behind.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
@@ -26,6 +27,8 @@ from mirror.api.auth.cache import AuthCache
 from mirror.api.auth.permissions import object_arn
 from mirror.api.auth.store import SignedIn
 from mirror.block.resolver import BlockResolver
+from mirror.cli.server import bootstrap_auth
+from mirror.config import AuthSettings
 from mirror.core import (
     Catalog,
     CommitNotFoundError,
@@ -284,6 +287,23 @@ def test_replicas_bootstrapping_the_same_administrator_at_once_both_start(kv: Me
         assert store.authenticate(key, secret).id == "admin"
         with pytest.raises(AuthenticationError):
             store.authenticate(key, "wrong")
+
+
+def test_replicas_generating_the_first_administrator_at_once_both_start(kv: MemoryKV) -> None:
+    first, first_out = AuthStore(kv), io.StringIO()
+    wrapped = InterleavedKV(kv)
+    wrapped.arm(
+        lambda op, k: k == b"auth/setup",
+        lambda: bootstrap_auth(first, AuthSettings(), first_out),
+        after=True,
+    )
+    second, second_out = AuthStore(wrapped), io.StringIO()
+    # the second process finds the installation not set up, then loses the race to set it up
+    bootstrap_auth(second, AuthSettings(), second_out)
+    assert wrapped.fired
+    assert "secret_access_key" in first_out.getvalue()
+    assert second_out.getvalue() == ""
+    assert second.is_initialized()
 
 
 class CountingKV(InterleavedKV):
