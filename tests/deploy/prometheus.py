@@ -20,7 +20,7 @@ import httpx
 import yaml
 
 from tests.deploy.tools import require_tool
-from tests.integration.harness import free_port
+from tests.integration.harness import free_port, stop_process
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -168,13 +168,7 @@ def running_prometheus(
         yield Prometheus(url, process, log_path, http)
     finally:
         http.close()
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process, timeout=20)
 
 
 def _wait_ready(process: subprocess.Popen[bytes], http: httpx.Client, log_path: Path) -> None:

@@ -30,7 +30,14 @@ import yaml
 from mirror.block import BlockResolver
 from mirror.block.protocol import BlockStore
 from mirror.simulate import ReplicationSimulator
-from tests.integration.harness import Server, free_port, running_server, unique, wait_healthy
+from tests.integration.harness import (
+    Server,
+    free_port,
+    running_server,
+    stop_process,
+    unique,
+    wait_healthy,
+)
 
 T = TypeVar("T")
 MIRRORS = "/service/replication/v1/repositories/{repo}/mirrors"
@@ -180,13 +187,7 @@ class TwoRegions:
             yield Replicant(url, replica_id, process, log_path, http)
         finally:
             http.close()
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process)
 
     def simulator(self, source_ns: str, mirror_ns: str, **faults: Any) -> ReplicationSimulator:
         """Start replicating region ``a``'s ``source_ns`` into region ``b``'s ``mirror_ns``."""

@@ -20,7 +20,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from tests.integration.harness import free_port
+from tests.integration.harness import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCESS_KEY = "AKIADYNALITETESTING0"
@@ -101,12 +101,7 @@ def running_dynalite(log_dir: Path, region: str = "us-east-1") -> Iterator[Dynal
             raise RuntimeError(f"dynalite exited with {code}: {log_path.read_text()}")
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 @pytest.fixture(scope="session")

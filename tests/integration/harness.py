@@ -49,6 +49,18 @@ def free_port() -> int:
         return port
 
 
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """Stop ``process`` with SIGTERM; SIGKILL it when it is still running after ``timeout``."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def wait_healthy(process: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
     deadline = time.monotonic() + STARTUP_DEADLINE
     with httpx.Client(timeout=1.0) as client:
@@ -114,12 +126,7 @@ def running_server(
             url, data_dir, log_path, access_key_id, secret_access_key, process, namespace_root
         )
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 @dataclass

@@ -23,6 +23,7 @@ import pytest
 
 from mirror.block.s3 import S3Settings, make_s3_client
 from mirror.kv.dynamodb import DynamoSettings, make_dynamodb_client
+from tests.integration.harness import stop_process
 
 __all__ = [
     "MotoServer",
@@ -105,12 +106,7 @@ def running_moto(region: str, log_dir: Path) -> Iterator[MotoServer]:
             )
         yield MotoServer(url, region, process)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         log.close()
 
 
