@@ -66,6 +66,9 @@ def check_report(stdout: str, stderr: str, data_dir: Path) -> None:
     # past the repository's initial commit: the mirror advanced to a commit the writer made
     assert history >= 2 and advances >= 2, stdout
     assert compared >= 2 and f"{compared} of {compared} objects equal byte for byte" in stdout
+    # every object the mirror holds arrived through simulated replication, counted as it went
+    copied = re.search(r"^  replication +(\d+) objects copied", stdout, re.MULTILINE)
+    assert copied and int(copied.group(1)) >= compared, stdout
     assert f"logs: {data_dir}" in stdout
     for log in ("region-a.log", "region-b.log", "replicant.log"):
         assert (data_dir / log).stat().st_size > 0
