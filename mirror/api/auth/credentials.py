@@ -1,0 +1,159 @@
+"""Access keys of the auth store and signing in with them.
+
+Secrets are never stored: only salted hashes. A successful verification is remembered in memory
+(keyed by a per-process HMAC of the secret) so that scrypt runs once per key, not per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from mirror.api.auth.errors import (
+    AuthenticationError,
+    CredentialsNotFoundError,
+    InvalidAuthValueError,
+)
+from mirror.api.auth.hashing import (
+    hash_secret,
+    new_access_key_id,
+    new_secret_access_key,
+    verify_secret,
+)
+from mirror.api.auth.model import Credential, NewCredential, Policy, User
+from mirror.api.auth.policy_records import PolicyRecords
+from mirror.api.auth.records import KEY_ID_PATTERN, changes, check_key_id, encode, record_key
+from mirror.kv.errors import KVPreconditionFailedError
+
+__all__ = ["CredentialRecords", "SignedIn"]
+
+_VERIFIED_MAX = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class SignedIn:
+    """An authenticated user and its effective policies, as of one auth generation."""
+
+    user: User
+    policies: tuple[Policy, ...]
+
+
+class CredentialRecords(PolicyRecords):
+    """The auth store's access keys, and who a key and secret sign in as."""
+
+    @changes
+    def create_credentials(
+        self, user_id: str, access_key_id: str | None = None, secret: str | None = None
+    ) -> NewCredential:
+        """Create an access key for a user; the returned secret is never available again.
+
+        Raises:
+            UserNotFoundError: no such user.
+            InvalidAuthValueError: the key ID is malformed or taken.
+        """
+        self.get_user(user_id)
+        key_id = check_key_id(access_key_id) if access_key_id else new_access_key_id()
+        plain = secret or new_secret_access_key()
+        cred = Credential(key_id, user_id, self.now(), hash_secret(plain))
+        try:
+            self.kv.set_if(record_key("credentials", key_id), encode(cred.to_dict()), None)
+        except KVPreconditionFailedError as exc:
+            raise InvalidAuthValueError(f"access key {key_id!r} is taken") from exc
+        self.kv.set(record_key("user-credentials", user_id, key_id), b"")
+        return NewCredential(key_id, plain, user_id, cred.creation_date)
+
+    def get_credentials(self, user_id: str, access_key_id: str) -> Credential:
+        """Return a user's access key (without any secret).
+
+        Raises:
+            CredentialsNotFoundError: the user has no such key.
+        """
+        record = self._get(record_key("credentials", access_key_id))
+        if record is None or record["user_id"] != user_id:
+            raise CredentialsNotFoundError(
+                f"access key {access_key_id!r} of user {user_id!r} not found"
+            )
+        return Credential.from_dict(record)
+
+    def list_credentials(
+        self, user_id: str, prefix: str = "", after: str = ""
+    ) -> Iterator[Credential]:
+        """Yield a user's access keys in key order.
+
+        Raises:
+            UserNotFoundError: no such user.
+        """
+        self.get_user(user_id)
+        for key_id in self._ids("user-credentials", user_id, prefix=prefix, after=after):
+            record = self._get(record_key("credentials", key_id))
+            if record is not None:
+                yield Credential.from_dict(record)
+
+    @changes
+    def delete_credentials(self, user_id: str, access_key_id: str) -> None:
+        """Delete a user's access key.
+
+        Raises:
+            CredentialsNotFoundError: the user has no such key.
+        """
+        self.get_credentials(user_id, access_key_id)
+        self._drop_credentials(user_id, access_key_id)
+
+    def _digest(self, secret: str) -> bytes:
+        return hmac.new(self._process_key, secret.encode(), hashlib.sha256).digest()
+
+    def authenticate(self, access_key_id: str, secret: str) -> User:
+        """Return the user an access key and secret sign in as.
+
+        Raises:
+            AuthenticationError: unknown key, wrong secret, or the user is gone.
+        """
+        return self._authenticate(access_key_id, secret, self._cache.generation())
+
+    def sign_in(self, access_key_id: str, secret: str) -> SignedIn:
+        """Return the user an access key and secret sign in as, with its effective policies.
+
+        Raises:
+            AuthenticationError: unknown key, wrong secret, or the user is gone.
+        """
+        generation = self._cache.generation()
+        user = self._authenticate(access_key_id, secret, generation)
+        return SignedIn(user, self._effective_policies(user.id, generation))
+
+    def _authenticate(self, access_key_id: str, secret: str, generation: bytes) -> User:
+        failed = AuthenticationError("error authenticating request: invalid credentials")
+        if not KEY_ID_PATTERN.fullmatch(access_key_id):
+            raise failed
+
+        def load_credential() -> Credential | None:
+            record = self._get(record_key("credentials", access_key_id))
+            return None if record is None else Credential.from_dict(record)
+
+        cred = self._cache.fetch("credential", access_key_id, generation, load_credential)
+        if cred is None:
+            raise failed
+        digest = self._digest(secret)
+        with self._lock:
+            known = self._verified.get(access_key_id)
+        if (
+            known is None
+            or known[0] != cred.secret_hash
+            or not hmac.compare_digest(known[1], digest)
+        ):
+            if not verify_secret(secret, cred.secret_hash):
+                raise failed
+            with self._lock:
+                if len(self._verified) >= _VERIFIED_MAX:
+                    self._verified.clear()
+                self._verified[access_key_id] = (cred.secret_hash, digest)
+
+        def load_user() -> User | None:
+            record = self._get(record_key("users", cred.user_id))
+            return None if record is None else User.from_dict(record)
+
+        user = self._cache.fetch("user", cred.user_id, generation, load_user)
+        if user is None:
+            raise failed
+        return user
