@@ -20,9 +20,23 @@ def _mount(*args: str) -> None:
     subprocess.run(["mount", *args], check=True)
 
 
+def _hidden(path: str, targets: list[str]) -> bool:
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets)
+
+
 def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
         spec = json.load(f)
+    # the program's own directories must stay visible under the pod's mounts (a project under
+    # /tmp would vanish under an emptyDir on /tmp): hold each one that a mount would hide
+    targets = [m["target"] for m in spec["mounts"]]
+    kept: list[tuple[str, str]] = []
+    for index, path in enumerate(spec.get("keep_visible", [])):
+        if _hidden(path, targets):
+            holder = os.path.join(spec["keep_dir"], str(index))
+            os.makedirs(holder, exist_ok=True)
+            _mount("--bind", path, holder)
+            kept.append((holder, path))
     for mount in spec["mounts"]:
         target = mount["target"]
         if mount["type"] == "tmpfs":
@@ -31,6 +45,9 @@ def main() -> None:
             _mount("--bind", mount["source"], target)
             if mount.get("read_only"):
                 _mount("-o", "remount,bind,ro", target)
+    for holder, path in kept:
+        os.makedirs(path, exist_ok=True)
+        _mount("--bind", holder, path)
     if spec["read_only_root"]:
         _mount("-o", "remount,bind,ro", "/")
     os.chdir(spec.get("working_dir") or "/")

@@ -341,6 +341,8 @@ class Cluster:
         command = [*(container.get("command") or ENTRYPOINT), *(container.get("args") or [])]
         spec = {
             "mounts": mounts,
+            "keep_visible": _program_paths(),
+            "keep_dir": str(pod_dir / "keep"),
             "read_only_root": bool(security.get("readOnlyRootFilesystem")),
             "command": command,
             "env": env,
@@ -470,6 +472,16 @@ class Cluster:
                 path.rmdir()
             else:
                 path.unlink()
+
+
+def _program_paths() -> list[str]:
+    """Return the directories the pod's program runs from (the project, its venv, Python).
+
+    In an image they are part of the image; here they are host directories that a pod's mount
+    (an ``emptyDir`` on ``/tmp`` when the project lives under ``/tmp``) could hide.
+    """
+    paths = {str(ROOT), sys.prefix, sys.base_prefix}
+    return sorted(p for p in paths if p != "/")
 
 
 def _launcher_env() -> dict[str, str]:
