@@ -1,15 +1,17 @@
-"""Naming rules for repositories, branches, tags and object paths (lakeFS's rules)."""
+"""Validation of repository, branch and tag names, object paths (lakeFS's rules) and metadata."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
-from mirror.core.errors import InvalidNameError, InvalidPathError
+from mirror.core.errors import InvalidNameError, InvalidPathError, InvalidRefError
 from mirror.core.ids import BranchID, RepositoryID, TagID
 
 __all__ = [
     "MAX_PATH_LENGTH",
     "validate_branch_id",
+    "validate_metadata",
     "validate_path",
     "validate_repository_id",
     "validate_tag_id",
@@ -92,3 +94,16 @@ def validate_path(path: str) -> str:
             f"invalid object path {path[:40]!r}...: {size} bytes exceeds {MAX_PATH_LENGTH}"
         )
     return path
+
+
+def validate_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
+    """Return a copy of user ``metadata`` (``None``: empty) if it maps strings to strings.
+
+    Raises:
+        InvalidRefError: a key or a value is not a string.
+    """
+    out = dict(metadata or {})
+    for k, v in out.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise InvalidRefError(f"metadata must map strings to strings, got {k!r}: {v!r}")
+    return out

@@ -1,0 +1,96 @@
+"""Resolution of ref expressions to commits: full IDs, branches, tags, ID prefixes, ``~``/``^``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mirror.core.context import CatalogContext
+from mirror.core.errors import (
+    BranchNotFoundError,
+    InvalidRefError,
+    RefNotFoundError,
+    TagNotFoundError,
+)
+from mirror.core.ids import BranchID, CommitID, TagID
+from mirror.core.model import Commit, Repository
+from mirror.core.refexpr import Modifier, parse_ref
+
+__all__ = ["ResolvedRef", "commit_of", "resolve_ref"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRef:
+    """What a ref expression points at.
+
+    Attributes:
+        commit_id: The commit (for a branch, its head).
+        branch: The branch, when the expression names one (possibly with ``@`` or ``$``).
+        include_staging: Whether reads see the branch's staging area.
+    """
+
+    commit_id: CommitID
+    branch: BranchID | None = None
+    include_staging: bool = False
+
+
+def _resolve_base(
+    ctx: CatalogContext, repo: Repository, base: str
+) -> tuple[CommitID, BranchID | None]:
+    if len(base) == 64 and all(c in "0123456789abcdef" for c in base):
+        if ctx.refs.has_commit(repo, base):
+            return CommitID(base), None
+    try:
+        return ctx.refs.get_branch(repo, BranchID(base)).commit_id, BranchID(base)
+    except BranchNotFoundError:
+        pass
+    try:
+        return ctx.refs.get_tag(repo, TagID(base)), None
+    except TagNotFoundError:
+        pass
+    if 0 < len(base) <= 64 and all(c in "0123456789abcdefABCDEF" for c in base):
+        found = ctx.refs.commits_with_prefix(repo, base.lower())
+        if len(found) == 1:
+            return found[0], None
+    raise RefNotFoundError(f"ref {base!r} not found in repository {repo.id!r}")
+
+
+def resolve_ref(ctx: CatalogContext, repo: Repository, ref: str) -> ResolvedRef:
+    """Resolve a ref expression in ``repo``.
+
+    The base is tried as a full commit ID, then a branch, a tag, and a unique commit-ID prefix.
+
+    Raises:
+        InvalidRefError: malformed expression, or ``@``/``$`` after something not a branch.
+        RefNotFoundError: nothing matches, or not enough parents for a ``~``/``^`` step.
+    """
+    expr = parse_ref(ref)
+    cid, branch = _resolve_base(ctx, repo, expr.base)
+    mod = expr.branch_modifier
+    if mod is not None:
+        if branch is None:
+            raise InvalidRefError(f"invalid ref {ref!r}: '{mod.value}' applies only to a branch")
+        return ResolvedRef(cid, branch, mod is Modifier.STAGING)
+    for step, n in expr.steps:
+        if step is Modifier.FIRST_PARENT:
+            for _ in range(n):
+                parents = ctx.refs.get_commit(repo, cid).parents
+                if not parents:
+                    raise RefNotFoundError(f"ref {ref!r}: not enough ancestors")
+                cid = parents[0]
+        elif n > 0:
+            parents = ctx.refs.get_commit(repo, cid).parents
+            if n > len(parents):
+                raise RefNotFoundError(f"ref {ref!r}: commit {cid} has {len(parents)} parents")
+            cid = parents[n - 1]
+    if expr.steps:
+        return ResolvedRef(cid)
+    return ResolvedRef(cid, branch, branch is not None)
+
+
+def commit_of(ctx: CatalogContext, repo: Repository, ref: str) -> Commit:
+    """Return the commit ``ref`` resolves to (a branch's head, without its staging).
+
+    Raises:
+        InvalidRefError, RefNotFoundError: see :func:`resolve_ref`.
+    """
+    return ctx.refs.get_commit(repo, resolve_ref(ctx, repo, ref).commit_id)
