@@ -138,8 +138,11 @@ class Catalog:
         *,
         read_only: bool = False,
         mirror_of: str | None = None,
+        bare: bool = False,
     ) -> Repository:
         """Create a repository with an initial commit ("Repository created") on its branch.
+
+        A ``bare`` repository (a mirror's) has no commit and no branch until some are imported.
 
         Raises:
             InvalidNameError: bad repository or branch name.
@@ -153,6 +156,7 @@ class Catalog:
             default_branch,
             read_only=read_only,
             mirror_of=mirror_of,
+            bare=bare,
         )
 
     def get_repository(self, name: str) -> Repository:

@@ -47,8 +47,10 @@ class RefStore:
 
     # repositories
 
-    def create_repository(self, repo: Repository, initial: Commit, branch: Branch) -> None:
-        """Create ``repo`` with its initial commit and default branch.
+    def create_repository(
+        self, repo: Repository, initial: Commit | None = None, branch: Branch | None = None
+    ) -> None:
+        """Create ``repo`` with its initial commit and default branch (bare: with neither).
 
         The repository record is written last, so a failure part-way leaves only unreachable
         records under a fresh instance prefix.
@@ -63,8 +65,10 @@ class RefStore:
             pass
         else:
             raise RepositoryExistsError(f"repository {repo.id!r} already exists")
-        self.add_commit(repo, initial)
-        self.create_branch(repo, branch)
+        if initial is not None:
+            self.add_commit(repo, initial)
+        if branch is not None:
+            self.create_branch(repo, branch)
         try:
             self.kv.set_if(key, repo.encode(), None)
         except KVPreconditionFailedError as exc:

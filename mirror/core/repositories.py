@@ -1,4 +1,8 @@
-"""Repository creation: the record, its initial commit and its default branch, at once."""
+"""Repository creation: the record, its initial commit and its default branch, at once.
+
+A bare repository (a mirror's) gets the record alone: its branches appear only when someone
+points them at commits imported into it, so it never shows a commit of its own making.
+"""
 
 from __future__ import annotations
 
@@ -25,8 +29,12 @@ def create_repository(
     *,
     read_only: bool,
     mirror_of: str | None,
+    bare: bool = False,
 ) -> Repository:
     """Create a repository with an initial commit (:data:`FIRST_COMMIT_MESSAGE`) on its branch.
+
+    A ``bare`` repository gets neither: no commit and no branch, not even the default branch
+    it names (which a later compare-and-swap from "absent" creates).
 
     Raises:
         InvalidNameError: bad repository or branch name.
@@ -47,6 +55,9 @@ def create_repository(
         read_only=read_only,
         mirror_of=mirror_of,
     )
+    if bare:
+        ctx.refs.create_repository(repo)
+        return repo
     initial = new_commit("", FIRST_COMMIT_MESSAGE, MetaRangeID(""), now, {}, ())
     branch = Branch(branch_id, initial.id, StagingStore.new_token())
     ctx.refs.create_repository(repo, initial, branch)

@@ -7,10 +7,13 @@ loop per mirrored branch (DESIGN.md §6):
 2. copy every commit record reachable from H that the mirror lacks, parents first;
 3. validate H alone — skipping every commit in between — and, once started, keep validating H
    until all its files have arrived (so the head always advances);
-4. move the mirror branch from its old head to H by compare-and-swap.
+4. move the mirror branch from its old head to H by compare-and-swap; a branch the mirror does
+   not have yet is created at H by a compare-and-swap from "absent".
 
 A mirror branch therefore only ever points at a commit whose metarange, ranges and data objects
-were all seen in the mirror's namespace. Tags are copied once their commit validates; branches and
+were all seen in the mirror's namespace. A mirror repository starts bare (no commit, no branch,
+not even its default branch), so each branch appears with its first validated head and never
+shows a commit the source lacks. Tags are copied once their commit validates; branches and
 tags deleted at the source are deleted on the mirror.
 """
 
@@ -201,15 +204,11 @@ class MirrorWorker:
         if report is None:
             return False
         try:
+            # expected None: create the branch, failing if another replica created it first
             await self.dest.set_branch_head(name, branch, head, current)
         except PreconditionFailedError as exc:
             self._log.warning("mirror head moved meanwhile", branch=branch, error=str(exc))
             return False
-        except NotFoundError:
-            # the branch is new on the mirror: create it at the validated head
-            if current is not None:
-                raise
-            await self.dest.set_branch_head(name, branch, head, None)
         now = self._clock()
         status.mirror_head = head
         status.last_advance = now
@@ -219,7 +218,7 @@ class MirrorWorker:
             self.metrics.commits_skipped.labels(*labels).inc(behind - 1)
         self.metrics.last_advance.labels(*labels).set(now)
         self._log.info(
-            "mirror head advanced",
+            "mirror head advanced" if current is not None else "mirror branch created",
             branch=branch,
             old=current,
             new=head,
@@ -366,7 +365,9 @@ class MirrorWorker:
         while cid is not None and cid != current and count < _LAG_WALK_LIMIT:
             commit = await self._commit(cid)
             if not commit.parents and current is not None:
-                # a root commit: the mirror's head is not on this history (a fresh mirror)
+                # a root commit: the mirror's head is not on this history (the source branch
+                # was reset onto another history, or the mirror was made with a commit of its
+                # own by an earlier version)
                 break
             count += 1
             oldest = commit.creation_date

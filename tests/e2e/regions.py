@@ -314,13 +314,23 @@ class SafetyChecker:
     """Keep reading a mirror branch's head and check every object of each new head.
 
     Every object listed at the head commit must be readable with its recorded size and MD5
-    checksum. A commit, once fully checked, is immutable and is not checked again.
+    checksum. A commit, once fully checked, is immutable and is not checked again. With
+    ``source`` (the source region and repository), every head must also be a commit of the
+    source. A branch that does not exist (404: a fresh mirror before its first advance) is
+    nothing to check.
     """
 
-    def __init__(self, region: Region, repo: str, branch: str = "main") -> None:
+    def __init__(
+        self,
+        region: Region,
+        repo: str,
+        branch: str = "main",
+        source: tuple[Region, str] | None = None,
+    ) -> None:
         self.region = region
         self.repo = repo
         self.branch = branch
+        self.source = source
         self.checked: list[str] = []
         self.violations: list[Violation] = []
         self.objects_read = 0
@@ -328,6 +338,13 @@ class SafetyChecker:
         self._thread = threading.Thread(target=self._run, name="safety-checker", daemon=True)
         self._http = httpx.Client(
             base_url=region.http.base_url, auth=region.http.auth, timeout=30.0
+        )
+        self._source_http = (
+            None
+            if source is None
+            else httpx.Client(
+                base_url=source[0].http.base_url, auth=source[0].http.auth, timeout=30.0
+            )
         )
 
     def start(self) -> SafetyChecker:
@@ -338,6 +355,8 @@ class SafetyChecker:
         self._stop.set()
         self._thread.join(timeout=60)
         self._http.close()
+        if self._source_http is not None:
+            self._source_http.close()
 
     def _run(self) -> None:
         seen: set[str] = set()
@@ -346,10 +365,21 @@ class SafetyChecker:
             if response.status_code == 200:
                 head = str(response.json()["commit_id"])
                 if head not in seen:
+                    self.check_source_has(head)
                     self.check_commit(head)
                     seen.add(head)
                     self.checked.append(head)
             self._stop.wait(0.02)
+
+    def check_source_has(self, commit: str) -> None:
+        """Record a violation if ``source`` is set and lacks ``commit``."""
+        if self.source is None or self._source_http is None:
+            return
+        repo = self.source[1]
+        found = self._source_http.get(f"/repositories/{repo}/commits/{commit}")
+        if found.status_code != 200:
+            problem = f"not a commit of {repo} (source answered {found.status_code})"
+            self.violations.append(Violation(commit, "", problem))
 
     def check_commit(self, commit: str) -> None:
         """Read every object of ``commit`` on the mirror and record what is wrong."""

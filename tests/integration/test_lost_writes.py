@@ -345,7 +345,7 @@ class MirrorRepo:
 
 @pytest.fixture
 def mirror_repo(server: Server, client: lakefs.Client, http: httpx.Client) -> Iterator[MirrorRepo]:
-    """A mirror of a source with three commits on main; its main still at its own first commit."""
+    """A mirror of a source with three commits on main, imported; the mirror has no branch yet."""
     source = unique("cas-source")
     repo = lakefs.Repository(source, client=client).create(server.namespace(source))
     main = repo.branch("main")
@@ -390,8 +390,9 @@ def test_mirror_branch_cas_with_a_stale_expected_is_412_and_keeps_the_head(
     http: httpx.Client, mirror_repo: MirrorRepo
 ) -> None:
     name, (c1, c2, c3) = mirror_repo.name, mirror_repo.commits[-3:]
-    first = _head(http, name)
-    moved = _move(http, name, c1, first)
+    # the mirror is bare: its main is created by a compare-and-swap from "absent"
+    assert http.get(f"/repositories/{name}/branches/main").status_code == 404
+    moved = _move(http, name, c1, None)
     assert moved.status_code == 200, moved.text
     assert moved.json()["commit_id"] == c1
 
@@ -409,11 +410,15 @@ def test_mirror_branch_cas_with_a_stale_expected_is_412_and_keeps_the_head(
 
 
 @pytest.mark.both_backends
+@pytest.mark.parametrize("start", ["absent", "moving"])
 def test_mirror_branch_cas_racing_replicas_one_wins_the_other_gets_412(
-    server: Server, http: httpx.Client, mirror_repo: MirrorRepo
+    server: Server, http: httpx.Client, mirror_repo: MirrorRepo, start: str
 ) -> None:
     name, (c1, c2, c3) = mirror_repo.name, mirror_repo.commits[-3:]
-    assert _move(http, name, c1, _head(http, name)).status_code == 200
+    expected: str | None = None
+    if start == "moving":
+        assert _move(http, name, c1, None).status_code == 200
+        expected = c1
     barrier = threading.Barrier(2, timeout=30)
 
     def race(target: str) -> httpx.Response:
@@ -423,7 +428,7 @@ def test_mirror_branch_cas_racing_replicas_one_wins_the_other_gets_412(
             timeout=30.0,
         ) as replica:
             barrier.wait()
-            return _move(replica, name, target, c1)
+            return _move(replica, name, target, expected)
 
     with ThreadPoolExecutor(2) as pool:
         answers = dict(zip((c2, c3), pool.map(race, (c2, c3)), strict=True))

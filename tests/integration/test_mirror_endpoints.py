@@ -89,15 +89,14 @@ def new_mirror(
 
 
 def _import_all(http: httpx.Client, mirror: Mirror) -> str:
-    """Import every commit of the source's main, point the mirror's main at the head."""
+    """Import every commit of the source's main, create the mirror's main at the head."""
     for commit in mirror.commits:
         imported = http.post(f"/repositories/{mirror.name}/mirror/commits", json=commit)
         assert imported.status_code == 201, imported.text
-    old = http.get(f"/repositories/{mirror.name}/branches/main").json()["commit_id"]
     head: str = mirror.commits[-1]["id"]
     moved = http.put(
         f"/repositories/{mirror.name}/mirror/branches/main",
-        json={"commit_id": head, "expected": old},
+        json={"commit_id": head, "expected": None},
     )
     assert moved.status_code == 200, moved.text
     return head
@@ -183,8 +182,10 @@ def test_import_commits_and_move_heads(
     api = replicator.http
     base = f"/repositories/{mirror.name}/mirror"
     _, second, third, fourth = mirror.commits
-    # parents first: the child of a missing commit is refused (the initial commits of source
-    # and mirror may coincide, so the first child may already have its parent)
+    # a mirror starts bare: no branch, no commit
+    assert http.get(f"/repositories/{mirror.name}/branches").json()["results"] == []
+    assert http.get(f"/repositories/{mirror.name}/branches/main").status_code == 404
+    # parents first: the child of a missing commit is refused
     out_of_order = api.post(f"{base}/commits", json=third)
     assert out_of_order.status_code == 404, out_of_order.text
     assert second["id"] in out_of_order.json()["message"]
@@ -202,14 +203,24 @@ def test_import_commits_and_move_heads(
         assert again.json() == commit
         stored = http.get(f"/repositories/{mirror.name}/commits/{commit['id']}")
         assert stored.json() == commit
-    # compare-and-swap of the head
-    old = http.get(f"/repositories/{mirror.name}/branches/main").json()["commit_id"]
-    stale = api.put(
+    # compare-and-swap of the head: the default branch is created from "absent" first
+    absent = api.put(
         f"{base}/branches/main", json={"commit_id": third["id"], "expected": second["id"]}
     )
+    assert absent.status_code == 404, absent.text
+    created_main = api.put(
+        f"{base}/branches/main", json={"commit_id": second["id"], "expected": None}
+    )
+    assert created_main.status_code == 200, created_main.text
+    assert created_main.json() == {"id": "main", "commit_id": second["id"]}
+    stale = api.put(
+        f"{base}/branches/main", json={"commit_id": fourth["id"], "expected": third["id"]}
+    )
     assert stale.status_code == 412, stale.text
-    assert second["id"] in stale.json()["message"] and old in stale.json()["message"]
-    moved = api.put(f"{base}/branches/main", json={"commit_id": third["id"], "expected": old})
+    assert second["id"] in stale.json()["message"] and third["id"] in stale.json()["message"]
+    moved = api.put(
+        f"{base}/branches/main", json={"commit_id": third["id"], "expected": second["id"]}
+    )
     assert moved.status_code == 200, moved.text
     assert moved.json() == {"id": "main", "commit_id": third["id"]}
     moved = api.put(

@@ -56,7 +56,12 @@ def _mirror(catalog: Catalog, caller: Caller, repository: str) -> CoreRepository
 def create_mirror_repository(
     body: MirrorRepositoryCreation, state: StateDep, caller: CallerDep
 ) -> Repository:
-    """Create a read-only repository that mirrors ``mirror_of`` (free text, e.g. "region/repo")."""
+    """Create a read-only repository that mirrors ``mirror_of`` (free text, e.g. "region/repo").
+
+    The repository is bare: it has no commit and no branch, so it never shows a commit its
+    source lacks. Its default branch appears when the replicant first creates it (``PUT
+    .../mirror/branches/{branch}`` with ``expected: null``) at a validated source commit.
+    """
     caller.require(Permission(Action.MIRROR_REPOSITORY, repository_arn(body.name)))
     check_namespace(state, body.storage_namespace)
     repo = state.catalog.create_repository(
@@ -65,6 +70,7 @@ def create_mirror_repository(
         body.default_branch or "main",
         read_only=True,
         mirror_of=body.mirror_of,
+        bare=True,
     )
     return repository_model(repo)
 
