@@ -81,6 +81,12 @@ class ServerSettings(_Section):
     """Processes serving the API on the one port (each with its own KV and store clients)."""
     shutdown_timeout: float = Field(default=25.0, ge=0, le=3600)
     """Seconds SIGTERM waits for in-flight requests before closing their connections."""
+    async_ops: bool = True
+    """Serve asynchronous commit and merge (``…/async``); ``/config`` advertises them."""
+    task_ttl: float = Field(default=86_400.0, gt=0)
+    """Seconds a finished asynchronous task's status stays readable before it is removed."""
+    task_heartbeat: float = Field(default=5.0, gt=0, le=300)
+    """Seconds between heartbeats of a process running tasks; 6 missed: its tasks read 408."""
 
 
 class SqliteSettings(_Section):

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import anyio.to_thread
 from fastapi import FastAPI
 
 from mirror import __version__
@@ -16,6 +17,7 @@ from mirror.api import metrics as http_metrics
 from mirror.api.auth.store import AuthStore
 from mirror.api.deps import ApiState
 from mirror.api.errors import install_error_handlers
+from mirror.api.routers import async_ops as async_ops_routes
 from mirror.api.routers import (
     auth,
     branches,
@@ -29,6 +31,7 @@ from mirror.api.routers import (
 )
 from mirror.core.catalog import Catalog
 from mirror.logging import RequestLogMiddleware
+from mirror.tasks import RunnerSettings, TaskRunner, TaskStore
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -72,6 +75,8 @@ def create_app(
     namespace_schemes: Iterable[str] = ("local",),
     worker_header: bool = False,
     on_shutdown: Iterable[Callable[[], object]] = (),
+    async_ops: bool = True,
+    task_settings: RunnerSettings | None = None,
 ) -> FastAPI:
     """Return the lakeFS-compatible API app.
 
@@ -83,16 +88,27 @@ def create_app(
         namespace_schemes: Schemes a new repository's storage namespace may use.
         worker_header: Name the answering process in :data:`WORKER_HEADER`.
         on_shutdown: Called, in order, when the app shuts down (after the last request).
+        async_ops: Serve asynchronous commit and merge (``/config`` advertises them).
+        task_settings: How background tasks run (TTL, heartbeat, shutdown bound).
     """
     auth_store.ensure_builtins()
     closers = tuple(on_shutdown)
     metrics = http_metrics.HttpMetrics()
 
+    runner = (
+        TaskRunner(TaskStore(catalog.kv), task_settings or RunnerSettings()) if async_ops else None
+    )
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if runner is not None:
+            runner.start()
         try:
             yield
         finally:
+            if runner is not None:
+                # running tasks get the shutdown bound to finish, before the KV closes
+                await anyio.to_thread.run_sync(runner.stop)
             for close in closers:
                 close()
             metrics.process_stopped()
@@ -114,6 +130,7 @@ def create_app(
         namespace_schemes=frozenset(namespace_schemes),
     )
     app.state.metrics = metrics
+    app.state.tasks = runner
     install_error_handlers(app)
     app.add_middleware(RequestLogMiddleware)
     app.add_middleware(http_metrics.MetricsMiddleware, metrics=metrics)
@@ -121,7 +138,18 @@ def create_app(
         app.add_middleware(_WorkerHeaderMiddleware)
     app.include_router(health.router)
     app.include_router(http_metrics.router)
-    for module in (config, repositories, branches, refs, tags, objects, staging, mirrors, auth):
+    for module in (
+        config,
+        repositories,
+        branches,
+        refs,
+        tags,
+        objects,
+        staging,
+        mirrors,
+        auth,
+        async_ops_routes,
+    ):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)
     return app

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mirror.api.deps import ApiState
 from mirror.block.errors import BlockNotFoundError, InvalidRangeError
+from mirror.core.catalog import Catalog
 from mirror.core.committed import METADATA_PREFIX
 from mirror.core.errors import (
     DirtyBranchError,
@@ -45,7 +46,9 @@ from mirror.errors import (
 __all__ = [
     "NotAMirrorError",
     "NotYetReplicatedError",
+    "describe_error",
     "error_response",
+    "in_context",
     "install_error_handlers",
     "read_only_message",
     "status_for",
@@ -129,33 +132,60 @@ def _lakemirror_error(exc: LakeMirrorError) -> Response:
     return error_response(status, str(exc), headers, **extra)
 
 
-def _repository_of(request: Request, name: str) -> Repository | None:
-    state: ApiState = request.app.state.api
+def _repository_of(catalog: Catalog, name: str) -> Repository | None:
     try:
-        return state.catalog.get_repository(name)
+        return catalog.get_repository(name)
     except LakeMirrorError:
         return None
 
 
-def _missing_file(request: Request, key: str) -> str:
+def _missing_file(key: str, path: str | None) -> str:
     if key.startswith(METADATA_PREFIX):
         return f"metadata file {key!r}"
-    path = request.query_params.get("path")
     return f"data of object {path!r}" if path else f"data file {key!r}"
 
 
-def _in_context(request: Request, exc: LakeMirrorError) -> LakeMirrorError:
-    """Return the error to answer with, given the repository the request names (blocking)."""
+def in_context(
+    exc: LakeMirrorError, catalog: Catalog, repository: str | None, path: str | None = None
+) -> LakeMirrorError:
+    """Return the error to answer ``exc`` with, given the repository a call names (blocking).
+
+    Args:
+        exc: The error the call raised.
+        catalog: The catalog the call ran on.
+        repository: The repository the call names (its path parameter), if any.
+        path: The object path the call names (its ``path`` query parameter), if any.
+    """
     if isinstance(exc, RepositoryReadOnlyError):
-        repo = _repository_of(request, exc.repository)
+        repo = _repository_of(catalog, exc.repository)
         if repo is not None:
             return ReadOnlyError(read_only_message(repo))
     if isinstance(exc, BlockNotFoundError):
-        name = request.path_params.get("repository")
-        repo = _repository_of(request, name) if isinstance(name, str) else None
+        repo = _repository_of(catalog, repository) if repository else None
         if repo is not None and repo.read_only:
-            return NotYetReplicatedError(_missing_file(request, exc.key))
+            return NotYetReplicatedError(_missing_file(exc.key, path))
     return exc
+
+
+def _in_context(request: Request, exc: LakeMirrorError) -> LakeMirrorError:
+    state: ApiState = request.app.state.api
+    name = request.path_params.get("repository")
+    repository = name if isinstance(name, str) else None
+    return in_context(exc, state.catalog, repository, request.query_params.get("path"))
+
+
+def describe_error(exc: BaseException, catalog: Catalog, repository: str) -> tuple[int, str]:
+    """Return the status and message a call on ``repository`` that raised ``exc`` answers.
+
+    The handlers' own mapping, for work that ends outside its request (background tasks).
+    """
+    if not isinstance(exc, LakeMirrorError):
+        log.error("unexpected error: %s", type(exc).__name__, exc_info=exc)
+        return 500, "internal server error"
+    error = in_context(exc, catalog, repository)
+    if status_for(error) == 500:
+        log.error("unexpected error: %s", type(error).__name__, exc_info=error)
+    return status_for(error), str(error)
 
 
 async def _on_lakemirror_error(request: Request, exc: Exception) -> Response:

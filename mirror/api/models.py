@@ -112,6 +112,8 @@ class Config(BaseModel):
     version_config: VersionConfig
     storage_config: StorageConfig
     storage_config_list: list[StorageConfig]
+    capabilities_config: dict[str, bool] | None = None
+    """Optional features the server offers (``async_ops``: asynchronous commit and merge)."""
 
 
 class RepositoryCreation(_Request):

@@ -19,6 +19,7 @@ from mirror.errors import UnavailableError
 from mirror.kv.protocol import KV
 from mirror.kv.sqlite import SqliteKV
 from mirror.logging import configure_logging, get_logger
+from mirror.tasks import RunnerSettings
 
 if TYPE_CHECKING:
     from mirror.block.s3 import S3Settings as BlockS3Settings
@@ -268,6 +269,12 @@ def build_app(
         namespace_schemes=schemes,
         worker_header=worker_header,
         on_shutdown=(catalog.kv.close,) if close_kv else (),
+        async_ops=config.server.async_ops,
+        task_settings=RunnerSettings(
+            ttl=config.server.task_ttl,
+            heartbeat=config.server.task_heartbeat,
+            shutdown_timeout=config.server.shutdown_timeout,
+        ),
     )
 
 

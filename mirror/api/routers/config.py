@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from mirror import __version__
 from mirror.api.deps import ApiState, CallerDep, StateDep
@@ -14,6 +14,7 @@ from mirror.api.models import (
     StorageConfig,
     VersionConfig,
 )
+from mirror.api.routers import async_ops
 from mirror.api.routing import LakeFSRoute
 
 __all__ = ["router", "storage_config", "version_config"]
@@ -46,13 +47,14 @@ def storage_config(state: ApiState) -> StorageConfig:
 
 
 @router.get("/config", response_model=Config)
-def get_config(state: StateDep, caller: CallerDep) -> Config:
-    """Return the server's version and storage configuration."""
+def get_config(request: Request, state: StateDep, caller: CallerDep) -> Config:
+    """Return the server's version, storage configuration and optional capabilities."""
     storage = storage_config(state)
     return Config(
         version_config=version_config(state),
         storage_config=storage,
         storage_config_list=[storage],
+        capabilities_config={"async_ops": async_ops.enabled(request.app)},
     )
 
 
