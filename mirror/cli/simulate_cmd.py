@@ -3,7 +3,10 @@
 The command stands in for S3 Replication in local runs: it polls the source namespace and copies
 each new object to the destination late (``--delay``), in random order, optionally dropping
 deliveries for a while (``--drop``, ``--drop-for``) or letting small objects overtake large ones
-(``--small-first``). It runs until interrupted (SIGINT or SIGTERM) or for ``--duration`` seconds.
+(``--small-first``). With ``--replicate-deletes`` it also deletes at the destination what is
+deleted at the source, late and out of order too, as S3 Replication does when a rule enables
+delete-marker replication (off by default there, and here). It runs until interrupted (SIGINT or
+SIGTERM) or for ``--duration`` seconds.
 """
 
 from __future__ import annotations
@@ -77,6 +80,12 @@ def register_simulate_command(sub: argparse._SubParsersAction[argparse.ArgumentP
         "--small-first",
         action="store_true",
         help="delay objects in proportion to their size, so metadata overtakes data",
+    )
+    cmd.add_argument(
+        "--replicate-deletes",
+        action="store_true",
+        help="also delete at the destination what is deleted at the source, after --delay "
+        "(like S3's delete-marker replication; never before the object's copy arrived)",
     )
     cmd.add_argument("--seed", metavar="N", help="seed of delays, drops and order (random)")
     cmd.add_argument("--poll", metavar="SECONDS", default="0.5", help="seconds between scans (0.5)")
@@ -169,6 +178,8 @@ def _progress(elapsed: float, stats: ReplicationStats) -> str:
         + (f" vanished={stats.vanished}" if stats.vanished else "")
         + (f" retries={stats.retries}" if stats.retries else "")
         + (f" failed={stats.failed}" if stats.failed else "")
+        + (f" deleted={stats.deleted}" if stats.deleted else "")
+        + (f" deletes_pending={stats.deletes_pending}" if stats.deletes_pending else "")
     )
 
 
@@ -184,6 +195,8 @@ def _banner(
         faults.append(f"drop {drop:g} for {drop_for[0]:g}-{drop_for[1]:g}s")
     if small_first:
         faults.append("small first")
+    if simulator.replicate_deletes:
+        faults.append("deletes replicated")
     return (
         f"replicating {simulator.source.namespace} -> {simulator.destination.namespace} "
         f"({', '.join(faults)}, poll {simulator.poll_interval:g}s)"
@@ -232,6 +245,7 @@ def _build(args: argparse.Namespace) -> tuple[ReplicationSimulator, float | None
         drop_for=drop_for,
         small_first=args.small_first,
         poll_interval=poll,
+        replicate_deletes=args.replicate_deletes,
     )
     return simulator, duration, _banner(simulator, delay, drop, drop_for, args.small_first)
 

@@ -6,6 +6,11 @@ often overtake the large data files written before them. :class:`ReplicationSimu
 that between two :class:`~mirror.block.protocol.BlockStore` namespaces, and adds the controls the
 mirroring tests need to create exact situations: stall everything, withhold chosen keys, drop
 deliveries for a while.
+
+S3 Replication can also replicate deletions (delete-marker replication, off unless the rule
+enables it): an object deleted at the source is then deleted at the destination too, as late and
+as unordered as copies. ``replicate_deletes=True`` does the same here, which is how the source's
+garbage collection reaches a mirror.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from mirror.block.errors import BlockNotFoundError, BlockUnavailableError
-from mirror.block.protocol import BlockStore
+from mirror.block.protocol import BlockStore, ObjectInfo
 from mirror.errors import InvalidValueError, LakeMirrorError
 
 __all__ = ["KeyPredicate", "ReplicationSimulator", "ReplicationStats"]
@@ -39,8 +44,13 @@ class ReplicationStats:
         withheld: pending objects a :meth:`~ReplicationSimulator.withhold` predicate holds back.
         stalled: whether deliveries are stalled.
         vanished: objects deleted at the source before they could be copied (skipped).
-        retries: copies that failed transiently (``BlockUnavailableError``) and stay pending.
+        retries: copies (or deletions) that failed transiently (``BlockUnavailableError``) and
+            stay pending.
         failed: objects given up on because a store rejected them for good.
+        deleted: deletions applied to the destination (with ``replicate_deletes``; each object
+            deleted once).
+        deletes_pending: deletions found at the source and not yet applied (withheld, stalled,
+            dropped, not yet due, or waiting for the object's copy to land first).
     """
 
     discovered: int
@@ -52,6 +62,8 @@ class ReplicationStats:
     vanished: int = 0
     retries: int = 0
     failed: int = 0
+    deleted: int = 0
+    deletes_pending: int = 0
 
 
 @dataclass(slots=True)
@@ -90,6 +102,14 @@ class ReplicationSimulator:
     objects are remembered by key: an object rewritten at the source after it was scanned is not
     copied again.
 
+    With ``replicate_deletes``, a scan also notices objects that are gone from the source and
+    schedules their deletion at the destination ``uniform(delay)`` seconds later, like S3's
+    delete-marker replication; deletions go through the same random order, drops, stalls and
+    withholding as copies. A deletion is never applied before the object's copy has landed (so
+    a late copy cannot bring a deleted object back); when the copy finds the source object gone,
+    nothing was replicated and nothing is deleted. Each object is deleted once; afterwards its key
+    is forgotten, so an object written again under that key is replicated again.
+
     Args:
         source: the namespace objects are replicated from.
         destination: the namespace they are copied to.
@@ -103,6 +123,7 @@ class ReplicationSimulator:
         poll_interval: seconds between steps of :meth:`start` and :meth:`run_until_idle`.
         prefix: replicate only keys starting with this.
         clock: the time source of delivery times, in seconds.
+        replicate_deletes: delete at the destination what is deleted at the source.
 
     Raises:
         InvalidValueError: an interval, probability or poll interval is out of range.
@@ -121,6 +142,7 @@ class ReplicationSimulator:
         poll_interval: float = 0.05,
         prefix: str = "",
         clock: Callable[[], float] = time.monotonic,
+        replicate_deletes: bool = False,
     ) -> None:
         if not 0.0 <= drop_probability < 1.0:
             raise InvalidValueError(
@@ -137,13 +159,20 @@ class ReplicationSimulator:
         self._poll_interval = float(poll_interval)
         self._prefix = prefix
         self._clock = clock
+        self._replicate_deletes = replicate_deletes
         self._random = random.Random(seed)
         # _lock guards the state below; _copy_lock is held for each copy and taken by the fault
         # controls, so that once a control returns no copy it forbids is in flight.
         self._lock = threading.Lock()
         self._copy_lock = threading.Lock()
+        # one scan at a time: a scan that listed before an object appeared must not take it for
+        # deleted because a later scan has already seen it
+        self._scan_lock = threading.Lock()
         self._seen: set[str] = set()
         self._pending: dict[str, _Pending] = {}
+        self._landed: set[str] = set()
+        """Keys copied to the destination (tracked only with ``replicate_deletes``)."""
+        self._deletes: dict[str, _Pending] = {}
         self._held: list[KeyPredicate] = []
         self._stalled = False
         self._largest = 1
@@ -152,6 +181,7 @@ class ReplicationSimulator:
         self._dropped = 0
         self._vanished = 0
         self._retries = 0
+        self._deleted = 0
         self._failures: dict[str, str] = {}
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -166,6 +196,11 @@ class ReplicationSimulator:
     def destination(self) -> BlockStore:
         """Return the store objects are copied to."""
         return self._destination
+
+    @property
+    def replicate_deletes(self) -> bool:
+        """Return whether deletions at the source are replicated."""
+        return self._replicate_deletes
 
     @property
     def poll_interval(self) -> float:
@@ -186,6 +221,8 @@ class ReplicationSimulator:
                 vanished=self._vanished,
                 retries=self._retries,
                 failed=len(self._failures),
+                deleted=self._deleted,
+                deletes_pending=len(self._deletes),
             )
 
     @property
@@ -199,17 +236,43 @@ class ReplicationSimulator:
         with self._lock:
             return sorted(self._pending)
 
+    def pending_deletes(self) -> list[str]:
+        """Return the keys deleted at the source whose deletion is not yet applied, in order."""
+        with self._lock:
+            return sorted(self._deletes)
+
     # -- scanning and delivery -------------------------------------------------------------
 
     def scan(self) -> int:
         """List the source and schedule every object not seen before; return how many.
 
+        With ``replicate_deletes``, also schedule the deletion of every replicated (or pending)
+        object the listing no longer shows.
+
         Raises:
             BlockUnavailableError: listing the source failed (nothing is scheduled twice when
                 the scan is repeated).
         """
-        now = self._clock()
-        found = [info for info in self._source.list(self._prefix) if info.key not in self._seen]
+        with self._scan_lock:
+            now = self._clock()
+            listing = list(self._source.list(self._prefix))
+            if self._replicate_deletes:
+                self._schedule_deletes(now, {info.key for info in listing})
+            return self._schedule_copies(now, [i for i in listing if i.key not in self._seen])
+
+    def _schedule_deletes(self, now: float, present: set[str]) -> None:
+        low, high = self._delay
+        with self._lock:
+            for key in self._seen - present:
+                if key in self._deletes:
+                    continue
+                if key not in self._landed and key not in self._pending:
+                    continue  # vanished or failed: nothing reached the destination
+                # a delete marker is tiny: with small_first it travels as fast as can be
+                wait = low if self._small_first else self._random.uniform(low, high)
+                self._deletes[key] = _Pending(key, 0, now + wait)
+
+    def _schedule_copies(self, now: float, found: list[ObjectInfo]) -> int:
         if not found:
             return 0
         low, high = self._delay
@@ -234,7 +297,8 @@ class ReplicationSimulator:
 
         Each attempt is dropped with probability ``drop_probability`` (the object is rescheduled
         ``uniform(drop_for)`` seconds later). Nothing is copied while stalled, nor any key a
-        :meth:`withhold` predicate selects.
+        :meth:`withhold` predicate selects. Deletions that are due (``replicate_deletes``) are
+        applied in the same shuffled order, except those whose object's copy is still pending.
 
         Returns:
             How many objects were copied.
@@ -244,18 +308,34 @@ class ReplicationSimulator:
         with self._lock:
             if self._stalled:
                 return 0
-            due = sorted(
-                (p for p in self._pending.values() if p.due <= now and not self._is_held(p.key)),
-                key=lambda p: p.key,
-            )
+            copies = [(p, False) for p in self._pending.values() if self._due(p, now)]
+            deletes = [
+                (p, True)
+                for p in self._deletes.values()
+                if self._due(p, now) and p.key not in self._pending
+            ]
+            due = sorted(copies + deletes, key=lambda pair: (pair[0].key, pair[1]))
             self._random.shuffle(due)
             if self._small_first:
-                due.sort(key=lambda p: p.size)  # stable: equal sizes keep the random order
+                due.sort(key=lambda pair: pair[0].size)  # stable: equal sizes keep the order
         copied = 0
-        for item in due:
-            if self._copy_one(item.key, now):
+        for item, is_delete in due:
+            if is_delete:
+                self._delete_one(item.key, now)
+            elif self._copy_one(item.key, now):
                 copied += 1
         return copied
+
+    def _due(self, item: _Pending, now: float) -> bool:
+        return item.due <= now and not self._is_held(item.key)
+
+    def _dropped_now(self, item: _Pending, now: float) -> bool:
+        """Return whether this attempt is dropped (and reschedule ``item`` if so)."""
+        if self._drop_probability and self._random.random() < self._drop_probability:
+            item.due = now + self._random.uniform(*self._drop_for)
+            self._dropped += 1
+            return True
+        return False
 
     def _copy_one(self, key: str, now: float) -> bool:
         with self._copy_lock:
@@ -263,9 +343,7 @@ class ReplicationSimulator:
                 item = self._pending.get(key)
                 if item is None or item.due > now or self._stalled or self._is_held(key):
                     return False
-                if self._drop_probability and self._random.random() < self._drop_probability:
-                    item.due = now + self._random.uniform(*self._drop_for)
-                    self._dropped += 1
+                if self._dropped_now(item, now):
                     return False
             try:
                 data = self._source.get(key)
@@ -274,6 +352,11 @@ class ReplicationSimulator:
                 with self._lock:
                     del self._pending[key]
                     self._vanished += 1
+                    if self._replicate_deletes:
+                        # nothing reached the destination: its deletion has nothing to do, and
+                        # the key may be written again
+                        self._deletes.pop(key, None)
+                        self._seen.discard(key)
                 return False
             except BlockUnavailableError:
                 with self._lock:
@@ -287,6 +370,36 @@ class ReplicationSimulator:
             with self._lock:
                 del self._pending[key]
                 self._copied += 1
+                if self._replicate_deletes:
+                    self._landed.add(key)
+            return True
+
+    def _delete_one(self, key: str, now: float) -> bool:
+        with self._copy_lock:
+            with self._lock:
+                item = self._deletes.get(key)
+                if item is None or item.due > now or self._stalled or self._is_held(key):
+                    return False
+                if key in self._pending:
+                    return False  # its copy has not landed yet: deleting now would not stick
+                if self._dropped_now(item, now):
+                    return False
+            try:
+                self._destination.delete(key)
+            except BlockUnavailableError:
+                with self._lock:
+                    self._retries += 1
+                return False
+            except LakeMirrorError as exc:
+                with self._lock:
+                    del self._deletes[key]
+                    self._failures[key] = str(exc)
+                return False
+            with self._lock:
+                del self._deletes[key]
+                self._landed.discard(key)
+                self._seen.discard(key)
+                self._deleted += 1
             return True
 
     def step(self) -> int:
@@ -301,6 +414,8 @@ class ReplicationSimulator:
     def run_until_idle(self, timeout: float) -> ReplicationStats:
         """Step every ``poll_interval`` until a scan finds nothing pending; return the stats.
 
+        Pending deletions (``replicate_deletes``) count as pending too.
+
         Raises:
             TimeoutError: objects are still pending after ``timeout`` seconds (stalled,
                 withheld, dropped or not yet due).
@@ -309,13 +424,14 @@ class ReplicationSimulator:
         while True:
             self.step()
             stats = self.stats
-            if stats.pending == 0:
+            if stats.pending == 0 and stats.deletes_pending == 0:
                 return stats
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                deletes = f", {stats.deletes_pending} deletions" if stats.deletes_pending else ""
                 raise TimeoutError(
-                    f"replication not idle after {timeout}s: {stats.pending} objects pending "
-                    f"({stats.withheld} withheld{', stalled' if stats.stalled else ''})"
+                    f"replication not idle after {timeout}s: {stats.pending} objects pending"
+                    f"{deletes} ({stats.withheld} withheld{', stalled' if stats.stalled else ''})"
                 )
             time.sleep(min(self._poll_interval, remaining))
 
@@ -336,8 +452,9 @@ class ReplicationSimulator:
     def withhold(self, predicate: KeyPredicate) -> None:
         """Hold back every key ``predicate`` selects until :meth:`release`.
 
-        Applies to keys already pending and to keys discovered later. Waits for a copy in
-        flight to land, so that afterwards no selected key reaches the destination.
+        Applies to keys already pending and to keys discovered later, and to their deletions.
+        Waits for a copy in flight to land, so that afterwards no selected key reaches (or
+        leaves) the destination.
         """
         with self._lock:
             self._held.append(predicate)

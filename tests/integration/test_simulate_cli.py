@@ -152,6 +152,72 @@ def test_replicates_files_written_while_running_until_signalled(tmp_path: Path, 
     assert "copied=15 pending=0" in out.splitlines()[-1]
 
 
+def test_replicates_deletions_when_asked(tmp_path: Path) -> None:
+    source, destination = tmp_path / "a", tmp_path / "b"
+    process = start(
+        [
+            f"--from=local://{source}",
+            f"--to=local://{destination}",
+            "--replicate-deletes",
+            "--delay=0:0.3",
+            "--drop=0.2",
+            "--drop-for=0.02:0.1",
+            "--seed=9",
+            "--poll=0.05",
+        ],
+        tmp_path,
+    )
+    try:
+        files = {f"data/p{i % 4}/obj-{i}": os.urandom(50 + i) for i in range(20)}
+        write(source, files)
+        wait_for(lambda: tree(destination) == files, "every file to arrive", process)
+        for key in sorted(files)[::2]:
+            (source / key).unlink()
+            del files[key]
+        # a file written after the deletions still arrives
+        write(source, {"data/late": b"late"})
+        files["data/late"] = b"late"
+        wait_for(lambda: tree(destination) == files, "the deletions to replicate", process)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=DEADLINE)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert err == ""
+    lines = out.splitlines()
+    assert "deletes replicated" in lines[0]
+    assert "copied=21 pending=0" in lines[-1]
+    assert "deleted=10" in lines[-1] and "deletes_pending" not in lines[-1]
+    assert tree(destination) == tree(source) == files
+
+
+def test_deletions_are_not_replicated_by_default(tmp_path: Path) -> None:
+    source, destination = tmp_path / "a", tmp_path / "b"
+    files = {f"data/{i}": f"{i}".encode() for i in range(6)}
+    write(source, files)
+    process = start(
+        [f"--from=local://{source}", f"--to=local://{destination}", "--poll=0.05"], tmp_path
+    )
+    try:
+        wait_for(lambda: tree(destination) == files, "every file to arrive", process)
+        for key in ("data/0", "data/1"):
+            (source / key).unlink()
+        write(source, {"data/late": b"late"})
+        wait_for(lambda: "data/late" in tree(destination), "the file written last", process)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=DEADLINE)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert "deletes replicated" not in out.splitlines()[0]
+    assert "deleted=" not in out.splitlines()[-1]
+    assert tree(destination) == {**files, "data/late": b"late"}
+
+
 BAD_ARGUMENTS = [
     (["--to=local:///tmp/x"], "--from URI is required"),
     (["--from=local:///tmp/x"], "--to URI is required"),
@@ -253,21 +319,29 @@ def test_replicates_between_two_s3_regions(
             "--to-region=west",
             f"--config={config}",
             "--poll=0.1",
+            "--replicate-deletes",
         ],
         tmp_path,
     )
 
-    def arrived() -> dict[str, bytes]:
+    def arrived() -> dict[str, bytes] | None:
         listed = west.list_objects_v2(Bucket=destination_bucket, Prefix=f"{prefix}/")
-        return {
-            "repo/" + item["Key"].removeprefix(f"{prefix}/"): west.get_object(
-                Bucket=destination_bucket, Key=item["Key"]
-            )["Body"].read()
-            for item in listed.get("Contents", [])
-        }
+        try:
+            return {
+                "repo/" + item["Key"].removeprefix(f"{prefix}/"): west.get_object(
+                    Bucket=destination_bucket, Key=item["Key"]
+                )["Body"].read()
+                for item in listed.get("Contents", [])
+            }
+        except west.exceptions.NoSuchKey:
+            return None  # deleted between the listing and the read: look again
 
     try:
         wait_for(lambda: arrived() == files, "the objects to reach the second region", process)
+        for key in ("repo/data/0", "repo/data/3"):
+            east.delete_object(Bucket=source_bucket, Key=key)
+            del files[key]
+        wait_for(lambda: arrived() == files, "the deletions to reach the second region", process)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=DEADLINE)
     finally:

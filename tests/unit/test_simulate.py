@@ -461,3 +461,245 @@ def test_background_thread_controls() -> None:
 def test_invalid_settings_are_rejected(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidValueError):
         ReplicationSimulator(MemoryBlockStore(), MemoryBlockStore(), **kwargs)  # type: ignore[arg-type]
+
+
+# replicated deletions (S3's delete-marker replication)
+
+
+class EventStore(MemoryBlockStore):
+    """A memory store that logs every write and deletion, in order, as ``(op, key)``."""
+
+    def __init__(self, namespace: str = "mem://destination") -> None:
+        super().__init__(namespace)
+        self.events: list[tuple[str, str]] = []
+
+    def put(self, key: str, data: bytes | BinaryIO) -> ObjectInfo:
+        info = super().put(key, data)
+        self.events.append(("put", key))
+        return info
+
+    def delete(self, key: str) -> None:
+        super().delete(key)
+        self.events.append(("delete", key))
+
+
+def check_history(events: list[tuple[str, str]]) -> None:
+    """Assert every deletion of a key follows a copy of it since its previous deletion."""
+    there: set[str] = set()
+    for op, key in events:
+        if op == "put":
+            there.add(key)
+        else:
+            assert key in there, f"{key!r} deleted before its copy arrived (or deleted twice)"
+            there.discard(key)
+
+
+def drain_all(
+    sim: ReplicationSimulator, clock: FakeClock, *, tick: float = 0.5, steps: int = 1000
+) -> None:
+    """Step and advance the fake clock until no copy or deletion is pending."""
+    for _ in range(steps):
+        sim.step()
+        stats = sim.stats
+        if stats.pending == 0 and stats.deletes_pending == 0:
+            return
+        clock.tick(tick)
+    raise AssertionError(f"still pending after {steps} steps: {sim.stats}")
+
+
+def test_deletions_are_not_replicated_unless_asked() -> None:
+    source, destination, clock = stores()
+    objects = fill(source, 10)
+    sim = ReplicationSimulator(source, destination, seed=1, clock=clock)
+    assert not sim.replicate_deletes
+    drain(sim, clock)
+    for key in list(objects)[:5]:
+        source.delete(key)
+    drain_all(sim, clock)
+    assert contents(destination) == objects
+    assert (sim.stats.deleted, sim.stats.deletes_pending) == (0, 0)
+
+
+def test_deletions_replicate_after_the_delay() -> None:
+    source, destination, clock = stores()
+    destination = EventStore()
+    objects = fill(source, 20)
+    sim = ReplicationSimulator(
+        source, destination, seed=2, delay=(2.0, 2.0), clock=clock, replicate_deletes=True
+    )
+    sim.scan()
+    clock.tick(2.0)
+    assert sim.deliver() == 20
+    gone = sorted(objects)[::2]
+    for key in gone:
+        source.delete(key)
+        del objects[key]
+    sim.step()
+    # found, but not due yet: the destination still has every object
+    assert sim.pending_deletes() == gone
+    assert sim.stats.deletes_pending == 10
+    assert len(contents(destination)) == 20
+    clock.tick(1.9)
+    sim.step()
+    assert len(contents(destination)) == 20
+    clock.tick(0.1)
+    sim.step()
+    assert contents(destination) == contents(source) == objects
+    stats = sim.stats
+    assert (stats.deleted, stats.deletes_pending, stats.copied) == (10, 0, 20)
+    check_history(destination.events)
+
+
+def test_a_deletion_found_before_the_copy_never_resurrects_the_object() -> None:
+    source, destination, clock = stores()
+    destination = EventStore()
+    source.put("short-lived", b"s")
+    source.put("kept", b"k")
+    sim = ReplicationSimulator(
+        source, destination, seed=3, delay=(5.0, 5.0), clock=clock, replicate_deletes=True
+    )
+    assert sim.scan() == 2
+    source.delete("short-lived")
+    sim.scan()
+    # the deletion waits for a copy that is still pending
+    assert sim.pending_deletes() == ["short-lived"]
+    clock.tick(5.0)
+    assert sim.deliver() == 1  # "kept"; "short-lived" is gone at the source: nothing to copy
+    assert contents(destination) == {"kept": b"k"}
+    stats = sim.stats
+    assert (stats.vanished, stats.deleted, stats.deletes_pending) == (1, 0, 0)
+    assert destination.events == [("put", "kept")]
+
+
+def test_a_deletion_waits_for_a_copy_in_flight() -> None:
+    source, destination = MemoryBlockStore("mem://a"), GatedStore()
+    deletions: list[str] = []
+    original_delete = destination.delete
+
+    def delete(key: str) -> None:
+        deletions.append(key)
+        original_delete(key)
+
+    destination.delete = delete  # type: ignore[method-assign]
+    source.put("k", b"v")
+    sim = ReplicationSimulator(source, destination, seed=1, replicate_deletes=True)
+    delivering = threading.Thread(target=sim.step)
+    delivering.start()
+    assert destination.entered.wait(DEADLINE)  # the copy read the source and is writing
+    source.delete("k")
+    sim.scan()
+    assert sim.pending_deletes() == ["k"]
+    applying = threading.Thread(target=sim.deliver)
+    applying.start()
+    destination.gate.set()
+    delivering.join(DEADLINE)
+    applying.join(DEADLINE)
+    sim.deliver()
+    assert destination.landed.is_set()
+    assert deletions == ["k"]
+    assert not destination.exists("k")
+    assert (sim.stats.copied, sim.stats.deleted, sim.stats.deletes_pending) == (1, 1, 0)
+
+
+def test_each_object_is_deleted_once_and_a_key_written_again_replicates_again() -> None:
+    source, destination, clock = stores()
+    destination = EventStore()
+    source.put("k", b"first")
+    sim = ReplicationSimulator(
+        source, destination, seed=4, delay=(0.0, 1.0), clock=clock, replicate_deletes=True
+    )
+    drain_all(sim, clock)
+    source.delete("k")
+    for _ in range(5):  # found by every scan, applied once
+        drain_all(sim, clock)
+    assert destination.events == [("put", "k"), ("delete", "k")]
+    source.put("k", b"second")
+    drain_all(sim, clock)
+    assert contents(destination) == {"k": b"second"}
+    source.delete("k")
+    drain_all(sim, clock)
+    assert contents(destination) == {}
+    assert sim.stats.deleted == 2
+    check_history(destination.events)
+
+
+def test_deletions_obey_stall_withhold_and_drops() -> None:
+    source, destination, clock = stores()
+    destination = EventStore()
+    objects = fill(source, 60)
+    sim = ReplicationSimulator(
+        source,
+        destination,
+        seed=5,
+        delay=(0.0, 3.0),
+        drop_probability=0.3,
+        drop_for=(1.0, 2.0),
+        clock=clock,
+        replicate_deletes=True,
+    )
+    drain_all(sim, clock)
+    dropped = sim.stats.dropped
+    gone = sorted(objects)[:30]
+    for key in gone:
+        source.delete(key)
+    sim.stall()
+    sim.scan()
+    clock.tick(10.0)
+    sim.deliver()
+    assert len(contents(destination)) == 60  # stalled: nothing deleted
+
+    def is_first(key: str) -> bool:
+        return key == gone[0]
+
+    sim.withhold(is_first)
+    sim.resume()
+    for _ in range(200):
+        sim.step()
+        if sim.pending_deletes() == [gone[0]]:
+            break
+        clock.tick(0.5)
+    assert sim.pending_deletes() == [gone[0]]
+    assert destination.exists(gone[0])
+    sim.release(is_first)
+    drain_all(sim, clock)
+    assert contents(destination) == contents(source)
+    assert sim.stats.dropped > dropped  # deletions were dropped too, and retried
+    assert sim.stats.deleted == 30
+    check_history(destination.events)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_writes_and_deletions_converge_without_resurrection(seed: int) -> None:
+    rng = random.Random(seed)
+    source, destination, clock = stores()
+    destination = EventStore()
+    sim = ReplicationSimulator(
+        source,
+        destination,
+        seed=seed,
+        delay=(0.0, 4.0),
+        drop_probability=0.2,
+        drop_for=(0.5, 2.0),
+        small_first=bool(seed % 2),
+        clock=clock,
+        replicate_deletes=True,
+    )
+    written: list[str] = []
+    for step in range(300):
+        if written and rng.random() < 0.4:
+            key = written.pop(rng.randrange(len(written)))
+            source.delete(key)
+        else:
+            # keys are never reused, as in a storage namespace
+            key = f"data/{step:04d}"
+            source.put(key, rng.randbytes(rng.randrange(1, 200)))
+            written.append(key)
+        sim.step()
+        # whatever the destination holds was written at the source, with the same bytes
+        for info in destination.list():
+            if source.exists(info.key):
+                assert destination.get(info.key) == source.get(info.key)
+        clock.tick(rng.uniform(0.0, 0.5))
+    drain_all(sim, clock)
+    assert contents(destination) == contents(source)
+    check_history(destination.events)
