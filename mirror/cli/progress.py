@@ -1,4 +1,8 @@
-"""A one-line progress bar for transfers, drawn on a terminal's stderr and silent elsewhere."""
+"""One-line progress indicators drawn on a terminal's stderr, silent elsewhere.
+
+:class:`Progress` is the bar of transfers; :class:`Spinner` shows that a server-side operation
+is still running (an asynchronous commit or merge) and leaves no trace once it ends.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,10 @@ from typing import TextIO
 
 from mirror.cli.output import format_size
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "Spinner"]
 
 _WIDTH = 24
+_FRAMES = "|/-\\"
 
 
 class Progress:
@@ -98,3 +103,60 @@ class Progress:
             self._stream.write("\r" + self.render() + "\x1b[K\n")
             self._stream.flush()
             self._enabled = False
+
+
+class Spinner:
+    """Show ``<verb> <frame> <seconds>s`` while waiting; erase the line at the end.
+
+    The line is erased rather than ended, so that what the command prints afterwards is exactly
+    what it prints without a terminal.
+    """
+
+    def __init__(
+        self,
+        verb: str,
+        stream: TextIO,
+        *,
+        enabled: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.verb = verb
+        self._stream = stream
+        self._enabled = enabled
+        self._clock = clock
+        self._started = clock()
+        self._frame = 0
+        self._drawn = False
+
+    def __enter__(self) -> Spinner:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def render(self) -> str:
+        """Return the spinner's current line."""
+        elapsed = self._clock() - self._started
+        return f"{self.verb} {_FRAMES[self._frame % len(_FRAMES)]} {elapsed:.1f}s"
+
+    def tick(self) -> None:
+        """Advance the spinner and redraw it."""
+        if not self._enabled:
+            return
+        self._stream.write("\r" + self.render() + "\x1b[K")
+        self._stream.flush()
+        self._frame += 1
+        self._drawn = True
+
+    def close(self) -> None:
+        """Erase the spinner's line (if it was drawn)."""
+        if self._drawn:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+            self._drawn = False
+        self._enabled = False

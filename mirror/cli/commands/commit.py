@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from mirror.cli import async_ops
 from mirror.cli.commands.options import positive_int
 from mirror.cli.context import Context, parse_metadata
 from mirror.cli.errors import UsageError
@@ -44,8 +45,8 @@ def _commit(args: argparse.Namespace, ctx: Context) -> int:
     message = args.message or ""
     if not message and not args.allow_empty_message:
         raise UsageError("a commit needs a message: -m MESSAGE (or --allow-empty-message)")
-    commit = ctx.client.commit(
-        repo, branch, message, parse_metadata(args.meta), allow_empty=args.allow_empty
+    commit = async_ops.commit(
+        ctx, repo, branch, message, parse_metadata(args.meta), allow_empty=args.allow_empty
     )
     if ctx.output.json:
         ctx.output.data(commit)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from mirror.cli import async_ops
 from mirror.cli.commands.commit import print_commit
 from mirror.cli.commands.options import non_negative_int
 from mirror.cli.context import Context, parse_metadata
@@ -15,7 +16,8 @@ __all__ = ["register"]
 def _merge(args: argparse.Namespace, ctx: Context) -> int:
     repo, source = ref_uri(args.source)
     destination = ref_argument(args.destination, repo)
-    result = ctx.client.merge(
+    result = async_ops.merge(
+        ctx,
         repo,
         source,
         destination,
