@@ -39,6 +39,7 @@ __all__ = [
     "BlockstoreSettings",
     "ConfigurationError",
     "DynamoSettings",
+    "GCSettings",
     "KVSettings",
     "LakeMirrorConfig",
     "LocalBlockSettings",
@@ -199,6 +200,15 @@ class ReplicantSettings(_Section):
     """Seconds SIGTERM waits for requests and workers to stop before leases are released."""
 
 
+class GCSettings(_Section):
+    """Garbage collection: what the server tells a run, and how it prepares one."""
+
+    grace_period: int = Field(default=86_400, ge=0)
+    """Seconds an object must be old before a run may delete it (``/config/garbage-collection``)."""
+    uncommitted_page_size: int = Field(default=500_000, ge=1)
+    """Staged addresses one ``prepare_uncommited`` call writes at most."""
+
+
 class AuthSettings(_Section):
     """The administrator whose key is installed at start-up (when both parts are set)."""
 
@@ -256,6 +266,7 @@ class LakeMirrorConfig(BaseSettings):
     auth: AuthSettings = AuthSettings()
     logging: LoggingSettings = LoggingSettings()
     replicant: ReplicantSettings = ReplicantSettings()
+    gc: GCSettings = GCSettings()
     regions: dict[str, RegionSettings] = {}
     """Every region mirrors come from or go to, by name."""
 

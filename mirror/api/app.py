@@ -22,6 +22,7 @@ from mirror.api.routers import (
     auth,
     branches,
     config,
+    gc,
     mirrors,
     objects,
     refs,
@@ -29,6 +30,7 @@ from mirror.api.routers import (
     staging,
     tags,
 )
+from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
 from mirror.logging import RequestLogMiddleware
 from mirror.tasks import RunnerSettings, TaskRunner, TaskStore
@@ -77,6 +79,7 @@ def create_app(
     on_shutdown: Iterable[Callable[[], object]] = (),
     async_ops: bool = True,
     task_settings: RunnerSettings | None = None,
+    gc_settings: GCSettings | None = None,
 ) -> FastAPI:
     """Return the lakeFS-compatible API app.
 
@@ -90,6 +93,7 @@ def create_app(
         on_shutdown: Called, in order, when the app shuts down (after the last request).
         async_ops: Serve asynchronous commit and merge (``/config`` advertises them).
         task_settings: How background tasks run (TTL, heartbeat, shutdown bound).
+        gc_settings: Garbage collection's settings (``gc``); default: the defaults.
     """
     auth_store.ensure_builtins()
     closers = tuple(on_shutdown)
@@ -128,6 +132,7 @@ def create_app(
         version=version,
         local_root=Path(local_root).resolve() if local_root is not None else None,
         namespace_schemes=frozenset(namespace_schemes),
+        gc=gc_settings or GCSettings(),
     )
     app.state.metrics = metrics
     app.state.tasks = runner
@@ -149,6 +154,7 @@ def create_app(
         mirrors,
         auth,
         async_ops_routes,
+        gc,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)

@@ -15,6 +15,7 @@ from mirror.api.auth.permissions import Permission
 from mirror.api.auth.policy import is_allowed
 from mirror.api.auth.store import AuthStore
 from mirror.api.hidden import HiddenBranches
+from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
 from mirror.logging import note_user
 
@@ -40,6 +41,7 @@ class ApiState:
         version: The lakeFS-compatible version reported by ``/config``.
         local_root: Where relative ``local://`` namespaces live (``None``: not served).
         namespace_schemes: The namespace schemes new repositories may use.
+        gc: Garbage collection's settings (grace period, page size).
         hidden: Hidden-branch marks.
     """
 
@@ -48,6 +50,7 @@ class ApiState:
     version: str
     local_root: Path | None = None
     namespace_schemes: frozenset[str] = frozenset({"local"})
+    gc: GCSettings = field(default_factory=GCSettings)
     hidden: HiddenBranches = field(init=False)
 
     def __post_init__(self) -> None:

@@ -275,6 +275,7 @@ def build_app(
             heartbeat=config.server.task_heartbeat,
             shutdown_timeout=config.server.shutdown_timeout,
         ),
+        gc_settings=config.gc,
     )
 
 

@@ -47,6 +47,9 @@ BUILTIN_POLICIES: dict[str, tuple[Statement, ...]] = {
     "FSReadWriteAll": (Statement(Effect.ALLOW, _FS_READ_WRITE, "*"),),
     "FSReadAll": (Statement(Effect.ALLOW, ("fs:List*", "fs:Read*"), "*"),),
     "AuthFullAccess": (Statement(Effect.ALLOW, ("auth:*",), "*"),),
+    "RepoManagementFullAccess": (
+        Statement(Effect.ALLOW, ("ci:*", "retention:*", "branches:*", "fs:ReadConfig"), "*"),
+    ),
     "AuthManageOwnCredentials": (
         Statement(
             Effect.ALLOW,
@@ -64,7 +67,7 @@ BUILTIN_POLICIES: dict[str, tuple[Statement, ...]] = {
 """Policy ID -> statements."""
 
 BUILTIN_GROUPS: dict[str, tuple[str, ...]] = {
-    ADMINS: ("AuthFullAccess", "FSFullAccess"),
+    ADMINS: ("AuthFullAccess", "FSFullAccess", "RepoManagementFullAccess"),
     SUPERUSERS: ("FSFullAccess", "AuthManageOwnCredentials"),
     WRITERS: ("FSReadWriteAll", "AuthManageOwnCredentials"),
     READERS: ("FSReadAll", "AuthManageOwnCredentials"),

@@ -1,0 +1,257 @@
+"""Garbage collection: rules per repository, preparing a run, and the grace period of runs.
+
+lakeFS's endpoints and status codes: ``…/settings/gc_rules`` (GET 200 or 404 ``not found``, PUT
+204, DELETE 204) with the deprecated aliases ``…/gc/rules`` (GET, POST, DELETE) and the
+preflight ``…/gc/rules/set_allowed`` (204); ``…/gc/prepare_commits`` and
+``…/gc/prepare_uncommited`` (sic), which write what a run needs into the storage namespace
+(201); ``/config/garbage-collection`` with the grace period a run waits before deleting an object.
+
+Read-only repositories (mirrors) answer every write and every preparation with 403
+``read-only repository``: a mirror's objects go when the source's deletions replicate.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Response
+from pydantic import BaseModel
+
+from mirror.api.auth.permissions import Permission, repository_arn
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
+from mirror.api.routing import LakeFSRoute
+from mirror.gc import (
+    GCRules,
+    GCRulesStore,
+    gc_repository,
+    prepare_commits,
+    prepare_uncommitted,
+)
+from mirror.gc.errors import InvalidContinuationTokenError, InvalidGCRulesError
+
+__all__ = [
+    "GET_RULES",
+    "PREPARE_COMMITS",
+    "PREPARE_UNCOMMITTED",
+    "SET_RULES",
+    "GarbageCollectionConfig",
+    "GarbageCollectionPrepareResponse",
+    "GarbageCollectionRule",
+    "GarbageCollectionRules",
+    "PrepareGCUncommittedResponse",
+    "router",
+]
+
+router = APIRouter(route_class=LakeFSRoute, tags=["retention"])
+
+GET_RULES = "retention:GetGarbageCollectionRules"
+SET_RULES = "retention:SetGarbageCollectionRules"
+PREPARE_COMMITS = "retention:PrepareGarbageCollectionCommits"
+PREPARE_UNCOMMITTED = "retention:PrepareGarbageCollectionUncommitted"
+
+_REPO = "/repositories/{repository}"
+
+
+class GarbageCollectionRule(BaseModel):
+    """One branch's retention."""
+
+    branch_id: str
+    retention_days: int
+
+
+class GarbageCollectionRules(BaseModel):
+    """A repository's rules; ``branches`` is ``[]`` when there are none, never ``null``."""
+
+    default_retention_days: int
+    branches: list[GarbageCollectionRule]
+
+
+class GarbageCollectionPrepareResponse(BaseModel):
+    """Where ``prepare_commits`` wrote the retained commits."""
+
+    run_id: str
+    gc_commits_location: str
+    gc_addresses_location: str
+    gc_commits_presigned_url: str | None = None
+
+
+class PrepareGCUncommittedResponse(BaseModel):
+    """One page of ``prepare_uncommited``."""
+
+    run_id: str
+    gc_uncommitted_location: str
+    continuation_token: str | None = None
+
+
+class GarbageCollectionConfig(BaseModel):
+    """The grace period of runs, in seconds."""
+
+    grace_period: int
+
+
+_RULES_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": GarbageCollectionRules.model_json_schema()},
+        },
+    }
+}
+
+RulesBody = Annotated[Any, Body(description="the rules")]
+
+
+def _rules_model(rules: GCRules) -> GarbageCollectionRules:
+    return GarbageCollectionRules.model_validate(rules.to_lakefs())
+
+
+def _allow(caller: Caller, action: str, repository: str) -> None:
+    caller.require(Permission(action, repository_arn(repository)))
+
+
+def _parse(body: object) -> GCRules:
+    """Parse a rules body before any repository is looked at (as lakeFS validates first)."""
+    try:
+        return GCRules.from_lakefs(body)
+    except InvalidGCRulesError as exc:
+        raise InvalidGCRulesError(f"invalid garbage collection rules: {exc}") from exc
+
+
+def _get_rules(state: ApiState, caller: Caller, repository: str) -> GarbageCollectionRules:
+    _allow(caller, GET_RULES, repository)
+    repo = state.catalog.get_repository(repository)
+    return _rules_model(GCRulesStore(state.catalog.kv).get(repo))
+
+
+def _set_rules(state: ApiState, caller: Caller, repository: str, body: object) -> Response:
+    _allow(caller, SET_RULES, repository)
+    rules = _parse(body)
+    repo = gc_repository(state.catalog, repository)
+    GCRulesStore(state.catalog.kv).set(repo, rules)
+    return Response(status_code=204)
+
+
+def _delete_rules(state: ApiState, caller: Caller, repository: str) -> Response:
+    _allow(caller, SET_RULES, repository)
+    repo = gc_repository(state.catalog, repository)
+    GCRulesStore(state.catalog.kv).delete(repo)
+    return Response(status_code=204)
+
+
+@router.get(_REPO + "/settings/gc_rules", response_model=GarbageCollectionRules)
+def get_gc_rules(repository: str, state: StateDep, caller: CallerDep) -> GarbageCollectionRules:
+    """Return the repository's rules (404 ``not found`` when it has none)."""
+    return _get_rules(state, caller, repository)
+
+
+@router.put(
+    _REPO + "/settings/gc_rules",
+    status_code=204,
+    response_class=Response,
+    openapi_extra=_RULES_BODY,
+)
+def set_gc_rules(repository: str, body: RulesBody, state: StateDep, caller: CallerDep) -> Response:
+    """Replace the repository's rules (403 on a read-only repository)."""
+    return _set_rules(state, caller, repository, body)
+
+
+@router.delete(_REPO + "/settings/gc_rules", status_code=204, response_class=Response)
+def delete_gc_rules(repository: str, state: StateDep, caller: CallerDep) -> Response:
+    """Remove the repository's rules (204 even when it had none)."""
+    return _delete_rules(state, caller, repository)
+
+
+@router.get(_REPO + "/gc/rules", response_model=GarbageCollectionRules, deprecated=True)
+def get_gc_rules_deprecated(
+    repository: str, state: StateDep, caller: CallerDep
+) -> GarbageCollectionRules:
+    """Return the repository's rules (deprecated path of ``…/settings/gc_rules``)."""
+    return _get_rules(state, caller, repository)
+
+
+@router.post(
+    _REPO + "/gc/rules",
+    status_code=204,
+    response_class=Response,
+    deprecated=True,
+    openapi_extra=_RULES_BODY,
+)
+def set_gc_rules_deprecated(
+    repository: str, body: RulesBody, state: StateDep, caller: CallerDep
+) -> Response:
+    """Replace the repository's rules (deprecated path of ``…/settings/gc_rules``)."""
+    return _set_rules(state, caller, repository, body)
+
+
+@router.delete(_REPO + "/gc/rules", status_code=204, response_class=Response, deprecated=True)
+def delete_gc_rules_deprecated(repository: str, state: StateDep, caller: CallerDep) -> Response:
+    """Remove the repository's rules (deprecated path of ``…/settings/gc_rules``)."""
+    return _delete_rules(state, caller, repository)
+
+
+@router.get(_REPO + "/gc/rules/set_allowed", status_code=204, response_class=Response)
+def set_gc_rules_preflight(repository: str, state: StateDep, caller: CallerDep) -> Response:
+    """Answer 204 when the caller may set the repository's rules (403 when not, or read-only)."""
+    _allow(caller, SET_RULES, repository)
+    gc_repository(state.catalog, repository)
+    return Response(status_code=204)
+
+
+@router.post(
+    _REPO + "/gc/prepare_commits",
+    status_code=201,
+    response_model=GarbageCollectionPrepareResponse,
+)
+def prepare_gc_commits(
+    repository: str, state: StateDep, caller: CallerDep
+) -> GarbageCollectionPrepareResponse:
+    """Write the commits the rules retain to ``_lakefs/retention/gc/commits/run_id=<run>/``.
+
+    404 ``not found`` when the repository has no rules: a run then retains every commit.
+    """
+    _allow(caller, PREPARE_COMMITS, repository)
+    prepared = prepare_commits(state.catalog, repository)
+    return GarbageCollectionPrepareResponse(
+        run_id=prepared.run_id,
+        gc_commits_location=prepared.commits_location,
+        gc_addresses_location=prepared.addresses_location,
+    )
+
+
+@router.post(
+    _REPO + "/gc/prepare_uncommited",
+    status_code=201,
+    response_model=PrepareGCUncommittedResponse,
+)
+def prepare_gc_uncommitted(
+    repository: str,
+    state: StateDep,
+    caller: CallerDep,
+    body: Annotated[dict[str, Any] | None, Body()] = None,
+) -> PrepareGCUncommittedResponse:
+    """Write one page of every branch's staged addresses; call again with the token returned.
+
+    The body ``{"continuation_token": …}`` is optional on the first call. A bad token is 400
+    ``invalid continuation token``.
+    """
+    _allow(caller, PREPARE_UNCOMMITTED, repository)
+    token = (body or {}).get("continuation_token")
+    if token is not None and not isinstance(token, str):
+        raise InvalidContinuationTokenError("expected a string")
+    page = prepare_uncommitted(
+        state.catalog,
+        repository,
+        token or None,
+        page_size=state.gc.uncommitted_page_size,
+    )
+    return PrepareGCUncommittedResponse(
+        run_id=page.run_id,
+        gc_uncommitted_location=page.location,
+        continuation_token=page.continuation_token,
+    )
+
+
+@router.get("/config/garbage-collection", response_model=GarbageCollectionConfig)
+def get_gc_config(state: StateDep, caller: CallerDep) -> GarbageCollectionConfig:
+    """Return the grace period of garbage collection runs, in seconds (``gc.grace_period``)."""
+    return GarbageCollectionConfig(grace_period=state.gc.grace_period)
