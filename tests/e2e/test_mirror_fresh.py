@@ -9,6 +9,9 @@ moment of the window goes unseen.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -91,6 +94,18 @@ def _history(region: Region, repo: str, ref: str) -> set[str]:
     return {c["id"] for c in got.json()["results"]}
 
 
+def _validate(region: Region, repo: str, ref: str) -> subprocess.CompletedProcess[str]:
+    """Run ``lakemirror validate --commit`` against ``region``'s server, as an operator would."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKECTL_", "LAKEMIRROR_"))}
+    env |= {
+        "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": region.server.access_key_id,
+        "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": region.server.secret_access_key,
+    }
+    command = [sys.executable, "-m", "mirror.cli.main", "validate", "--server", region.server.url]
+    command += ["--repository", repo, "--commit", ref, "--data-dir", str(region.server.data_dir)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+
+
 def _status(world: TwoRegions, replicant: Replicant, source: str, name: str) -> dict[str, dict]:
     body = world.mirror_status(replicant, source, name)
     return {s["branch"]: s for s in body.get("status", [])}
@@ -156,6 +171,9 @@ def test_a_fresh_mirror_shows_only_source_commits_until_and_after_its_first_adva
             lakefs.Repository(name, client=world.b.client).branch("main").get_commit()
         status = _status(world, replicant, repo.id, name)
         assert status["main"]["mirror_head"] is None
+        early = _validate(world.b, name, "main")
+        assert early.returncode == 4, early.stdout + early.stderr
+        assert "not found" in early.stderr and "'main'" in early.stderr
         assert status["main"]["source_head"] == main_head
 
         sim.resume()
@@ -172,6 +190,9 @@ def test_a_fresh_mirror_shows_only_source_commits_until_and_after_its_first_adva
             10,
             "the watcher to see the advanced branches",
         )
+        done = _validate(world.b, name, "main")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.startswith("complete: ")
     finally:
         watcher.stop()
         checker.stop()
