@@ -12,6 +12,7 @@ from mirror import __version__
 from mirror.cli.commands import register_all
 from mirror.cli.config_cmd import add_config_file_option, register_config_command, show_config
 from mirror.cli.demo import register_demo_command, run_demo
+from mirror.cli.gc_cmd import register_gc_command
 from mirror.cli.kv_cmd import init_kv, register_kv_command
 from mirror.cli.replicant_cmd import register_replicant_command, run_replicant
 from mirror.cli.run import add_client_options, client_options, run_client_command
@@ -21,9 +22,17 @@ from mirror.cli.validate_cmd import register_validate_command, run_validate
 
 __all__ = ["EXTRA_MODULES", "NEEDS_EXTRA", "main", "missing_extra"]
 
-EXTRA_MODULES: dict[str, tuple[str, ...]] = {"server": ("fastapi", "uvicorn")}
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "server": ("fastapi", "uvicorn"),
+    "spark": ("pyspark",),
+}
 """The modules an extra provides that commands cannot run without."""
-NEEDS_EXTRA: dict[str, str] = {"server": "server", "replicant": "server", "demo": "server"}
+NEEDS_EXTRA: dict[str, str] = {
+    "server": "server",
+    "replicant": "server",
+    "demo": "server",
+    "gc": "spark",
+}
 """The extra each command needs beyond the core install (``s3`` is asked for only when used)."""
 
 
@@ -75,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     register_config_command(sub)
     register_kv_command(sub)
     register_all(sub, client_options())
+    register_gc_command(sub, client_options())
     return parser
 
 
