@@ -25,6 +25,7 @@ from mirror.cli.progress import Spinner
 __all__ = [
     "FIRST_POLL",
     "LONGEST_POLL",
+    "OWNER_GONE_STATUS",
     "UNREACHABLE_FOR",
     "advertises_async",
     "commit",
@@ -38,6 +39,8 @@ FIRST_POLL = 0.05
 """Seconds before the first status request; each wait is 1.5 times the last."""
 LONGEST_POLL = 1.0
 """The longest wait between two status requests."""
+OWNER_GONE_STATUS = 408
+"""A task's status code when the server process running it stopped."""
 UNREACHABLE_FOR = 60.0
 """Seconds the status may stay unreachable (503, no connection) before the command gives up."""
 
@@ -61,9 +64,16 @@ def advertises_async(client: LakeFSClient) -> bool:
 
 
 def _task_error(status: int, message: str) -> CLIError:
-    """Return the error the synchronous call would have raised for ``status`` and ``message``."""
+    """Return the error the synchronous call would have raised for ``status`` and ``message``.
+
+    408 means the server process running the task stopped: the synchronous call would have
+    lost its connection, so it ends the same way (unreachable, exit code 7).
+    """
     reason = f"{status} {httpx.codes.get_reason_phrase(status)}".strip()
-    return error_for(status, f"{message} ({reason})" if message else reason)
+    text = f"{message} ({reason})" if message else reason
+    if status == OWNER_GONE_STATUS:
+        return UnavailableError(text, status=status)
+    return error_for(status, text)
 
 
 def wait_for_task(
