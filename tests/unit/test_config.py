@@ -275,6 +275,9 @@ def test_config_show_redacts_secrets(tmp_path: Path) -> None:
         "port": 9300,
         "workers": 1,
         "shutdown_timeout": 25.0,
+        "async_ops": True,
+        "task_ttl": 86400.0,
+        "task_heartbeat": 5.0,
     }
     assert shown["kv"]["dynamodb"]["secret_access_key"] == REDACTED
     assert shown["blockstore"]["s3"]["secret_access_key"] == REDACTED
