@@ -8,8 +8,8 @@ summary with a sample of the marked addresses. ``--sweep`` deletes them; ``--swe
 deletes what an earlier dry run marked.
 
 Spark runs in local mode (``--master local[*]``) unless told otherwise; on a cluster, submit
-``mirror/spark/gc.py`` with ``spark-submit`` and the same arguments (docs/gc.md). Mirrors refuse:
-exit code 3 with ``read-only repository``.
+:data:`mirror.spark.submit.GC_JOB` with ``spark-submit`` and the same arguments (docs/gc.md).
+Mirrors refuse: exit code 3 with ``read-only repository``.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def submitted_main(argv: Sequence[str] | None = None) -> int:
     import os
 
     parser = argparse.ArgumentParser(
-        prog="spark-submit mirror/spark/gc.py",
+        prog="spark-submit gc_job.py",
         description="Garbage collection of a LakeMirror repository (lakemirror gc).",
     )
     add_client_options(parser, default=True)

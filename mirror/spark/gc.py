@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,6 +51,7 @@ DEFAULT_SAMPLE = 20
 """Marked addresses a run names in its report and output."""
 
 _FULL = "full"
+_DEDUPLICATE_IN_SPARK = 16
 
 
 def rfc3339(seconds: float) -> str:
@@ -268,16 +269,26 @@ def _committed(
         _, files = store.list_level(METADATA_PREFIX)
         paths = [f"{root}/{key}" for key, _, _ in files]
     else:
-        commits = spark.read.option("header", "true").csv(
-            _spark_location(commits_location, local_root)
+        # schemas given, so that Spark runs no job to infer them
+        commits = spark.read.schema("commit_id string, expired string, metarange_id string")
+        rows = (
+            commits.option("header", "true")
+            .csv(_spark_location(commits_location, local_root))
+            .select("metarange_id")
+            .collect()
         )
-        rows = commits.select("commit_id", "metarange_id").collect()
         retained = len(rows)
-        metaranges = sorted({str(r["metarange_id"]) for r in rows if r["metarange_id"]})
+        metaranges = sorted({str(r[0]) for r in rows if r[0]})
         paths = []
         if metaranges:
-            listed = spark.read.parquet(*(f"{root}/{METADATA_PREFIX}{m}" for m in metaranges))
-            ranges = sorted(str(r[0]) for r in listed.select("range_id").distinct().collect())
+            listed = spark.read.schema("range_id string").parquet(
+                *(f"{root}/{METADATA_PREFIX}{m}" for m in metaranges)
+            )
+            # retained commits share most ranges: many metaranges are deduplicated by Spark,
+            # a few (a few thousand rows each) here, without a shuffle
+            if len(metaranges) > _DEDUPLICATE_IN_SPARK:
+                listed = listed.distinct()
+            ranges = sorted({str(r[0]) for r in listed.collect()})
             paths = [f"{root}/{METADATA_PREFIX}{r}" for r in ranges]
     if not paths:
         return None, retained, 0
@@ -483,17 +494,3 @@ def run_gc(
         listing.unpersist()
         if marked_frame is not None:
             marked_frame.unpersist()
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    """Run as ``spark-submit …/mirror/spark/gc.py REPO [options]`` (the master is submit's)."""
-    from mirror.cli.gc_cmd import submitted_main
-
-    code: int = submitted_main(argv)
-    return code
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(_main())

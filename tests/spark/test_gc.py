@@ -30,6 +30,7 @@ from pyspark.sql import SparkSession
 from mirror.cli.client import LakeFSClient
 from mirror.cli.config import ClientConfig, api_base_url
 from mirror.spark.gc import run_gc
+from mirror.spark.submit import GC_JOB
 from tests.integration.harness import Server, running_server, unique
 
 DAY = 86_400
@@ -201,17 +202,21 @@ def _client(server: Server) -> LakeFSClient:
     )
 
 
-def _cli(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(
+    server: Server, *args: str, command: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """Run ``lakemirror gc`` (or ``command``) with lakectl's variables pointing at ``server``."""
     env = {
         **os.environ,
         "LAKECTL_SERVER_ENDPOINT_URL": server.url,
         "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": server.access_key_id,
         "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": server.secret_access_key,
         "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
     return subprocess.run(
-        [sys.executable, "-m", "mirror.cli.main", "gc", *args],
+        [*(command or (sys.executable, "-m", "mirror.cli.main", "gc")), *args],
         env=env,
         capture_output=True,
         text=True,
@@ -319,6 +324,23 @@ def test_without_rules_every_commit_is_kept(
     replaced = lake.upload("main", "b.csv", b"staged")
     staged = lake.upload("main", "b.csv", b"staged again")
     _age(lake, {old, new, replaced, staged}, 40 * DAY)
+    # the job as a cluster runs it: spark-submit of the entry script, the master submit's
+    submit = Path(sys.executable).with_name("spark-submit")
+    dry = _cli(
+        server,
+        repo,
+        "--grace-period",
+        "0",
+        "--local-root",
+        str(server.data_dir),
+        "-o",
+        "json",
+        command=(str(submit), "--master", "local[1]", GC_JOB),
+    )
+    assert dry.returncode == 0, dry.stderr
+    shown = json.loads(dry.stdout)
+    assert shown["sample"] == [replaced] and not shown["swept"]
+    assert lake.data_files() == {old, new, replaced, staged}
     with _client(server) as client:
         run = run_gc(
             spark, repo, client=client, sweep=True, grace_period=0, local_root=server.data_dir
