@@ -176,11 +176,11 @@ class StorageRoot:
             for o in page.get("Contents", ()):
                 yield o["Key"][len(base) :], int(o["Size"]), int(o["LastModified"].timestamp())
 
-    def delete(self, keys: Iterable[str]) -> tuple[int, int]:
+    def delete(self, keys: Iterable[str], batch: int = DELETE_BATCH) -> tuple[int, int]:
         """Delete the objects at ``keys`` (data keys only); return ``(deleted, refused)``.
 
         An object already gone counts as deleted: a sweep can run again. A key outside
-        ``data/`` is refused and left alone.
+        ``data/`` is refused and left alone. On S3, ``batch`` keys go in one request.
 
         Raises:
             OSError: a local file could not be removed.
@@ -202,17 +202,17 @@ class StorageRoot:
             return len(wanted), refused
         bucket, base = self._bucket_base()
         client = self.s3.client()
-        for start in range(0, len(wanted), DELETE_BATCH):
-            batch = wanted[start : start + DELETE_BATCH]
+        for start in range(0, len(wanted), batch):
+            chunk = wanted[start : start + batch]
             answer = client.delete_objects(
                 Bucket=bucket,
-                Delete={"Objects": [{"Key": base + k} for k in batch], "Quiet": True},
+                Delete={"Objects": [{"Key": base + k} for k in chunk], "Quiet": True},
             )
             errors = answer.get("Errors") or []
             if errors:
                 first = errors[0]
                 raise RuntimeError(
-                    f"S3 refused to delete {len(errors)} of {len(batch)} objects, e.g. "
+                    f"S3 refused to delete {len(errors)} of {len(chunk)} objects, e.g. "
                     f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
                 )
         return len(wanted), refused

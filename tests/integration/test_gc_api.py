@@ -2,13 +2,14 @@
 
 Rules go through the official ``lakefs_sdk`` (GarbageCollectionRules) and, for bodies the SDK
 would never send, raw HTTP. Mirrors are made as the replicant makes them, by a user holding the
-built-in Replicator policy.
+built-in Replicator policy. The job's S3 listing and deletion run against a moto server.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,9 @@ from lakefs_sdk.exceptions import (
     UnauthorizedException,
 )
 
+from mirror.spark.gc_storage import S3Options, StorageRoot
 from tests.integration.harness import MakeUser, Server, unique
+from tests.integration.moto_fixtures import ACCESS_KEY, SECRET_KEY, MotoServer, create_bucket
 
 
 def _sdk(client: lakefs.Client) -> Any:
@@ -269,3 +272,37 @@ def test_writers_may_not_set_rules(make_user: MakeUser, repo: lakefs.Repository)
     )
     assert answer.status_code == 403
     assert "retention:SetGarbageCollectionRules" in answer.json()["message"]
+
+
+@pytest.mark.s3
+def test_job_lists_and_deletes_on_s3(moto_region: MotoServer, s3_client: Any) -> None:
+    bucket = create_bucket(moto_region, s3_client)
+    keys = [f"data/p1/{i:04d}" for i in range(5)] + ["data/p2/x", "data/top"]
+    for key in [*keys, "_lakefs/range", "elsewhere/data/p1/0000"]:
+        prefix = "" if key.startswith("elsewhere") else "ns/"
+        s3_client.put_object(Bucket=bucket, Key=prefix + key, Body=b"abc")
+    conf = {
+        "spark.hadoop.fs.s3a.endpoint": moto_region.url,
+        "spark.hadoop.fs.s3a.endpoint.region": moto_region.region,
+        "spark.hadoop.fs.s3a.access.key": ACCESS_KEY,
+        "spark.hadoop.fs.s3a.secret.key": SECRET_KEY,
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+    }
+    options = S3Options.from_spark_conf(conf)
+    assert SECRET_KEY not in repr(options)
+    root = StorageRoot(f"s3a://{bucket}/ns", options)
+    dirs, files = root.list_level("data/")
+    assert dirs == ["data/p1/", "data/p2/"]
+    assert [(k, size) for k, size, _ in files] == [("data/top", 3)]
+    listed = sorted(root.walk("data/p1/"))
+    assert [k for k, _, _ in listed] == keys[:5]
+    assert all(size == 3 and abs(mtime - time.time()) < 600 for _, size, mtime in listed)
+    # five keys two a request: three DeleteObjects; a key outside data/ is refused, not deleted
+    assert root.delete([*keys[:5], "_lakefs/range"], batch=2) == (5, 1)
+    left = {
+        o["Key"]
+        for page in s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for o in page.get("Contents", ())
+    }
+    assert left == {"ns/data/p2/x", "ns/data/top", "ns/_lakefs/range", "elsewhere/data/p1/0000"}
+    assert root.delete(keys[:2]) == (2, 0)  # already gone: deleted again without error
