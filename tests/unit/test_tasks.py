@@ -307,3 +307,12 @@ def test_stop_lets_a_task_finish_within_the_timeout(store: TaskStore) -> None:
     threading.Timer(0.1, release.set).start()
     assert runner.stop(timeout=10) == 0
     assert store.status(task.id).result == {"ok": True}
+
+
+def test_public_api() -> None:
+    import mirror.tasks
+
+    assert len(mirror.tasks.__all__) == len(set(mirror.tasks.__all__))
+    for name in mirror.tasks.__all__:
+        assert getattr(mirror.tasks, name) is not None
+    assert {"Task", "TaskStore", "TaskRunner", "RunnerSettings"} <= set(mirror.tasks.__all__)
