@@ -14,7 +14,7 @@ from mirror.api.models import (
     UserModel,
 )
 from mirror.core.model import Commit as CoreCommit
-from mirror.core.model import DiffEntry, ObjectStat
+from mirror.core.model import DiffEntry, DiffType, ObjectStat
 from mirror.core.model import Repository as CoreRepository
 
 __all__ = [
@@ -79,14 +79,13 @@ def common_prefix_model(path: str) -> ObjectStats:
 
 
 def diff_model(entry: DiffEntry) -> Diff:
-    """Return the wire form of one difference."""
-    side = entry.right if entry.right is not None else entry.left
-    return Diff(
-        type=entry.type.value,
-        path=entry.path,
-        path_type="object",
-        size_bytes=side.size if side is not None else None,
-    )
+    """Return the wire form of one difference (a removed path has size 0, as in lakeFS)."""
+    if entry.type is DiffType.REMOVED:
+        size: int | None = 0
+    else:
+        side = entry.right if entry.right is not None else entry.left
+        size = side.size if side is not None else None
+    return Diff(type=entry.type.value, path=entry.path, path_type="object", size_bytes=size)
 
 
 def user_model(user: User) -> UserModel:

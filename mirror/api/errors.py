@@ -1,9 +1,15 @@
 """The one place where LakeMirror's error tree becomes HTTP statuses and lakeFS error bodies.
 
+Statuses and texts are lakeFS's (pkg/api/controller.go, handleAPIErrorCallback): the official
+clients match on the texts, so every message starts with lakeFS's text for its error and carries
+LakeMirror's detail after it. The core's errors carry their text themselves
+(:class:`~mirror.core.errors.LakeFSText`); :func:`message_for` adds it to the others.
+
 Two errors depend on the repository a request names. A write refused because the repository is
 read-only names the repository it mirrors. A missing file of a mirror repository (a range, a
 metarange, an object's data) means that replication has not delivered it yet: 503 with
-``Retry-After``, never 404, because the commit record may arrive before its files do.
+``Retry-After``, never 404, because the commit record may arrive before its files do. Missing
+data of any other repository is lakeFS's 410 ``No data`` (garbage collection swept it).
 """
 
 from __future__ import annotations
@@ -17,17 +23,21 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from mirror.api.auth.errors import GroupExistsError, PolicyExistsError, UserExistsError
 from mirror.api.deps import ApiState
 from mirror.block.errors import BlockNotFoundError, InvalidRangeError
 from mirror.core.catalog import Catalog
 from mirror.core.committed import METADATA_PREFIX
 from mirror.core.errors import (
+    DefaultBranchDeletionError,
     DirtyBranchError,
+    LakeFSText,
     MergeConflictError,
     NoChangesError,
     NoMergeBaseError,
     RepositoryReadOnlyError,
     TooManyTriesError,
+    with_text,
 )
 from mirror.core.model import Repository
 from mirror.errors import (
@@ -42,14 +52,17 @@ from mirror.errors import (
     ReadOnlyError,
     UnavailableError,
 )
+from mirror.kv.errors import KVUnavailableError
 
 __all__ = [
+    "NoDataError",
     "NotAMirrorError",
     "NotYetReplicatedError",
     "describe_error",
     "error_response",
     "in_context",
     "install_error_handlers",
+    "message_for",
     "read_only_message",
     "status_for",
 ]
@@ -73,11 +86,19 @@ class NotYetReplicatedError(UnavailableError):
         self.what = what
 
 
+class NoDataError(LakeFSText, NotFoundError):
+    """An object's data is gone from the object store (lakeFS's 410 ``No data``)."""
+
+    lakefs_text = "No data"
+
+
 def read_only_message(repo: Repository) -> str:
     """Return why a write to the read-only repository ``repo`` is refused, naming its source."""
     if repo.mirror_of:
-        return f'repository "{repo.id}" is a read-only mirror of "{repo.mirror_of}"'
-    return f'repository "{repo.id}" is read-only'
+        detail = f'repository "{repo.id}" is a read-only mirror of "{repo.mirror_of}"'
+    else:
+        detail = f'repository "{repo.id}" is read-only'
+    return with_text(RepositoryReadOnlyError.lakefs_text, detail)
 
 
 # most specific first: the first matching class decides
@@ -85,19 +106,36 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (MergeConflictError, 409),
     (NoChangesError, 400),
     (DirtyBranchError, 400),
-    (NoMergeBaseError, 400),
+    # lakeFS leaves "no merge base" unmapped (500); histories only split when commit records
+    # are imported, so this is no user error to report as one
+    (NoMergeBaseError, 500),
+    (DefaultBranchDeletionError, 403),
     (AuthenticationError, 401),
     (PermissionDeniedError, 403),
     (ReadOnlyError, 403),
+    (NoDataError, 410),
     (NotFoundError, 404),
     (AlreadyExistsError, 409),
     (PreconditionFailedError, 412),
     (InvalidRangeError, 416),
     (InvalidValueError, 400),
     (ConflictError, 409),
+    (TooManyTriesError, 429),
     (UnavailableError, 503),
-    (TooManyTriesError, 503),
 )
+
+# lakeFS's texts of errors that do not carry one themselves, most specific first
+_TEXT: tuple[tuple[type[BaseException], str], ...] = (
+    (UserExistsError, "Already exists"),
+    (GroupExistsError, "Already exists"),
+    (PolicyExistsError, "Already exists"),
+    (NotFoundError, "not found"),
+    (PreconditionFailedError, "Precondition failed"),
+)
+
+# what DynamoDB says when it throttles; lakeFS answers those with its "slow down" text
+_THROTTLED = ("ProvisionedThroughputExceeded", "ThrottlingException", "RequestLimitExceeded")
+_SLOW_DOWN = "Throughput exceeded. Slow down and retry"
 
 
 def status_for(exc: BaseException) -> int:
@@ -106,6 +144,24 @@ def status_for(exc: BaseException) -> int:
         if isinstance(exc, cls):
             return status
     return 500
+
+
+def message_for(exc: BaseException) -> str:
+    """Return the message lakeFS's clients expect for ``exc``: lakeFS's text, then the detail.
+
+    An error's text is found by substring, as clients look for it; a message that holds it
+    already is returned as it is.
+    """
+    message = str(exc)
+    if isinstance(exc, LakeFSText):
+        return message
+    if isinstance(exc, KVUnavailableError) and any(t in message for t in _THROTTLED):
+        text = _SLOW_DOWN
+    else:
+        text = next((t for cls, t in _TEXT if isinstance(exc, cls)), "")
+    if not text or text in message:
+        return message
+    return with_text(text, message)
 
 
 def error_response(
@@ -121,15 +177,18 @@ def _lakemirror_error(exc: LakeMirrorError) -> Response:
     extra: dict[str, Any] = {}
     if status == 401:
         headers["WWW-Authenticate"] = 'Basic realm="lakemirror"'
-    if status == 503:
+    if status in (429, 503):
         headers["Retry-After"] = "1"
     if isinstance(exc, MergeConflictError):
         # lakeFS answers a conflict with a MergeResult whose reference is empty
         extra["reference"] = ""
         extra["conflicts"] = exc.paths[:100]
-    if status == 500:
+    message = message_for(exc)
+    if status == 500 and isinstance(exc, LakeFSText):
+        log.warning("answered 500 as lakeFS does: %s", message)
+    elif status == 500:
         log.error("unexpected error: %s", type(exc).__name__, exc_info=exc)
-    return error_response(status, str(exc), headers, **extra)
+    return error_response(status, message, headers, **extra)
 
 
 def _repository_of(catalog: Catalog, name: str) -> Repository | None:
@@ -164,6 +223,8 @@ def in_context(
         repo = _repository_of(catalog, repository) if repository else None
         if repo is not None and repo.read_only:
             return NotYetReplicatedError(_missing_file(exc.key, path))
+        if repo is not None and not exc.key.startswith(METADATA_PREFIX):
+            return NoDataError(_missing_file(exc.key, path))
     return exc
 
 
@@ -183,9 +244,9 @@ def describe_error(exc: BaseException, catalog: Catalog, repository: str) -> tup
         log.error("unexpected error: %s", type(exc).__name__, exc_info=exc)
         return 500, "internal server error"
     error = in_context(exc, catalog, repository)
-    if status_for(error) == 500:
+    if status_for(error) == 500 and not isinstance(error, LakeFSText):
         log.error("unexpected error: %s", type(error).__name__, exc_info=error)
-    return status_for(error), str(error)
+    return status_for(error), message_for(error)
 
 
 async def _on_lakemirror_error(request: Request, exc: Exception) -> Response:

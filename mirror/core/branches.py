@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from mirror.core.context import CatalogContext
-from mirror.core.errors import InvalidRefError, RefPreconditionFailedError
+from mirror.core.errors import DefaultBranchDeletionError, RefPreconditionFailedError
 from mirror.core.ids import CommitID
 from mirror.core.model import Branch
-from mirror.core.resolve import resolve_ref
+from mirror.core.protection import check_staging_write
+from mirror.core.resolve import require_commit_ref, resolve_ref
 from mirror.core.staging import StagingStore
 from mirror.core.validate import validate_branch_id, validate_path
 
@@ -23,6 +24,7 @@ def create_branch(ctx: CatalogContext, repository: str, name: str, source: str) 
     """Create a branch at the commit ``source`` resolves to (staging is not copied)."""
     repo = ctx.writable(repository)
     branch_id = validate_branch_id(name)
+    require_commit_ref(source)
     cid = resolve_ref(ctx, repo, source).commit_id
     branch = Branch(branch_id, cid, StagingStore.new_token())
     ctx.refs.create_branch(repo, branch)
@@ -33,12 +35,12 @@ def delete_branch(ctx: CatalogContext, repository: str, name: str, *, force: boo
     """Delete a branch and its staged changes; the default branch cannot be deleted.
 
     Raises:
-        InvalidRefError: the branch is the default branch.
+        DefaultBranchDeletionError: the branch is the default branch.
     """
     repo = ctx.writable(repository, force)
     branch_id = validate_branch_id(name)
     if branch_id == repo.default_branch:
-        raise InvalidRefError(f"cannot delete the default branch {name!r}")
+        raise DefaultBranchDeletionError(f"{name!r} of repository {repo.id!r}")
     branch = ctx.refs.delete_branch(repo, branch_id)
     for token in branch.tokens:
         ctx.staging.drop_token(token)
@@ -81,6 +83,7 @@ def reset_branch(ctx: CatalogContext, repository: str, branch: str) -> None:
     """Drop every staged change of a branch."""
     repo = ctx.writable(repository)
     branch_id = validate_branch_id(branch)
+    check_staging_write(ctx.kv, repo, branch_id)
 
     def attempt() -> Branch:
         current, raw = ctx.refs.get_branch_raw(repo, branch_id)
@@ -102,6 +105,7 @@ def reset_objects(
     if exact:
         validate_path(prefix)
     current = ctx.refs.get_branch(repo, branch_id)
+    check_staging_write(ctx.kv, repo, branch_id)
     dropped: set[str] = set()
     for token in current.tokens:
         for path, _ in list(ctx.staging.scan(token, prefix)):

@@ -28,7 +28,7 @@ from mirror.core.model import Branch, Commit, DiffEntry, Entry, ObjectStat, Repo
 from mirror.core.paths import DataPathProvider
 from mirror.core.refs import RefStore
 from mirror.core.repositories import FIRST_COMMIT_MESSAGE
-from mirror.core.resolve import ResolvedRef, resolve_ref
+from mirror.core.resolve import ResolvedRef, require_commit_ref, resolve_ref
 from mirror.core.staging import StagingStore
 from mirror.core.threeway import CHERRY_PICK_ORIGIN, MERGE_STRATEGY_KEY
 from mirror.core.validate import validate_branch_id, validate_tag_id
@@ -262,6 +262,7 @@ class Catalog:
         """
         repo = self._ctx.writable(repository, force)
         tag_id = validate_tag_id(name)
+        require_commit_ref(ref)
         cid = resolve_ref(self._ctx, repo, ref).commit_id
         self._ctx.refs.create_tag(repo, tag_id, cid)
         return cid

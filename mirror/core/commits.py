@@ -17,6 +17,7 @@ from mirror.core.errors import (
 from mirror.core.history import first_parent_history, merge_bases, time_ordered_history
 from mirror.core.ids import BranchID, CommitID, MetaRangeID, StagingToken, commit_id
 from mirror.core.model import Branch, Commit, Entry, Repository
+from mirror.core.protection import check_commit
 from mirror.core.resolve import resolve_ref
 from mirror.core.staging import StagingStore, Tombstone
 from mirror.core.validate import validate_branch_id, validate_metadata
@@ -81,6 +82,7 @@ def commit_staged(
     repo = ctx.writable(repository)
     branch_id = validate_branch_id(branch)
     meta = validate_metadata(metadata)
+    check_commit(ctx.kv, repo, branch_id)
 
     def seal() -> tuple[StagingToken, ...]:
         current, raw = ctx.refs.get_branch_raw(repo, branch_id)
@@ -188,6 +190,7 @@ def commit_tree(
     branch_id = validate_branch_id(branch)
     meta = validate_metadata(metadata)
     current, raw = ctx.refs.get_branch_raw(repo, branch_id)
+    check_commit(ctx.kv, repo, branch_id)
     parent = ctx.refs.get_commit(repo, current.commit_id)
     mid, stats = apply_changes(ctx.committed(repo), ctx.chunking, parent.metarange_id, changes)
     commit = new_commit(

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from mirror.core.committed import ChunkingParams, CommittedStore, WriteStats, apply_changes
 from mirror.core.diff import diff_trees
-from mirror.core.errors import InvalidRefError, MergeConflictError
+from mirror.core.errors import InvalidMergeStrategyError, MergeConflictError
 from mirror.core.ids import MetaRangeID
 from mirror.core.model import DiffEntry, Entry
 
@@ -26,7 +26,7 @@ class MergeStrategy(StrEnum):
         """Return the strategy named ``value`` (``None`` or ``""``: fail on conflict).
 
         Raises:
-            InvalidRefError: unknown strategy name.
+            InvalidMergeStrategyError: unknown strategy name.
         """
         if value is None or value == "":
             return cls.NONE
@@ -35,7 +35,7 @@ class MergeStrategy(StrEnum):
         for s in cls:
             if s.value == value:
                 return s
-        raise InvalidRefError(f"invalid merge strategy {value!r}: use 'source-wins' or 'dest-wins'")
+        raise InvalidMergeStrategyError(f"{value!r}: use 'source-wins' or 'dest-wins'")
 
 
 def _same(a: Entry | None, b: Entry | None) -> bool:

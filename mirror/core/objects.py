@@ -10,6 +10,7 @@ from mirror.block.resolver import split_namespace
 from mirror.core.context import CatalogContext
 from mirror.core.errors import ObjectNotFoundError
 from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Entry, ObjectStat, Repository
+from mirror.core.protection import check_staging_write
 from mirror.core.resolve import resolve_ref
 from mirror.core.staging import TOMBSTONE, Tombstone
 from mirror.core.validate import validate_branch_id, validate_metadata, validate_path
@@ -59,6 +60,7 @@ def upload_object(
     validate_path(path)
     meta = validate_metadata(metadata)
     ctx.refs.get_branch(repo, branch_id)
+    check_staging_write(ctx.kv, repo, branch_id)
     address = ctx.paths.new_path()
     info = ctx.block_store(repo).put(address, data)
     entry = Entry(
@@ -86,6 +88,7 @@ def stage_objects(
     branch_id = validate_branch_id(branch)
     staged = [(validate_path(p), e) for p, e in items]
     ctx.refs.get_branch(repo, branch_id)
+    check_staging_write(ctx.kv, repo, branch_id)
     write_staged(ctx, repo, branch_id, lambda t: ctx.staging.set_many(t, staged))
     return [ObjectStat(p, e, physical_address(repo, e)) for p, e in staged]
 
@@ -101,7 +104,7 @@ def stat_object(ctx: CatalogContext, repository: str, ref: str, path: str) -> Ob
     resolved = resolve_ref(ctx, repo, ref)
     entry = read_at(ctx, repo, resolved, lambda view: value_at(ctx, repo, view, path))
     if entry is None:
-        raise ObjectNotFoundError(f"object {path!r} not found at {repository}/{ref}")
+        raise ObjectNotFoundError(f"object {path!r} at {repository}/{ref}")
     return ObjectStat(path, entry, physical_address(repo, entry))
 
 
@@ -126,6 +129,7 @@ def delete_objects(
     repo = ctx.writable(repository)
     branch_id = validate_branch_id(branch)
     wanted = [validate_path(p) for p in paths]
+    check_staging_write(ctx.kv, repo, branch_id)
     present = read_on_branch(
         ctx,
         repo,
@@ -135,7 +139,7 @@ def delete_objects(
     found = set(present)
     missing = [p for p in wanted if p not in found]
     if len(wanted) == 1 and missing:
-        raise ObjectNotFoundError(f"object {wanted[0]!r} not found on branch {branch!r}")
+        raise ObjectNotFoundError(f"object {wanted[0]!r} on branch {branch!r}")
     tombs: list[tuple[str, Entry | Tombstone]] = [(p, TOMBSTONE) for p in present]
     write_staged(ctx, repo, branch_id, lambda t: ctx.staging.set_many(t, tombs))
     return missing

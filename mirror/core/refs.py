@@ -83,7 +83,7 @@ class RefStore:
         try:
             return Repository.decode(self.kv.get(_REPOS + repo_id.encode()))
         except KeyNotFoundError as exc:
-            raise RepositoryNotFoundError(f"repository {repo_id!r} not found") from exc
+            raise RepositoryNotFoundError(f"{repo_id!r}") from exc
 
     def list_repositories(self, prefix: str = "", after: str = "") -> Iterator[Repository]:
         """Yield repositories whose names start with ``prefix`` and sort after ``after``."""
@@ -101,7 +101,7 @@ class RefStore:
             RepositoryNotFoundError: that instance of the repository is gone already.
         """
         key = _REPOS + repo.id.encode()
-        gone = RepositoryNotFoundError(f"repository {repo.id!r} not found")
+        gone = RepositoryNotFoundError(f"{repo.id!r}")
         try:
             raw = self.kv.get(key)
         except KeyNotFoundError as exc:
@@ -134,9 +134,7 @@ class RefStore:
         try:
             raw = self.kv.get(self._branch_key(repo, branch_id))
         except KeyNotFoundError as exc:
-            raise BranchNotFoundError(
-                f"branch {branch_id!r} not found in repository {repo.id!r}"
-            ) from exc
+            raise BranchNotFoundError(f"{branch_id!r} in repository {repo.id!r}") from exc
         return Branch.decode(branch_id, raw), raw
 
     def get_branch(self, repo: Repository, branch_id: BranchID) -> Branch:
@@ -164,9 +162,7 @@ class RefStore:
         try:
             self.kv.set_if(self._branch_key(repo, branch.id), branch.encode(), None)
         except KVPreconditionFailedError as exc:
-            raise BranchExistsError(
-                f"branch {branch.id!r} already exists in repository {repo.id!r}"
-            ) from exc
+            raise BranchExistsError(f"{branch.id!r} in repository {repo.id!r}") from exc
 
     def set_branch_if(self, repo: Repository, branch: Branch, expected: bytes) -> None:
         """Replace the branch record only if it still holds ``expected`` bytes.
@@ -217,9 +213,7 @@ class RefStore:
         try:
             self.kv.set_if(self._tag_key(repo, tag_id), commit_id.encode(), None)
         except KVPreconditionFailedError as exc:
-            raise TagExistsError(
-                f"tag {tag_id!r} already exists in repository {repo.id!r}"
-            ) from exc
+            raise TagExistsError(f"{tag_id!r} in repository {repo.id!r}") from exc
 
     def get_tag(self, repo: Repository, tag_id: TagID) -> CommitID:
         """Return the commit a tag points at.
@@ -230,7 +224,7 @@ class RefStore:
         try:
             return CommitID(self.kv.get(self._tag_key(repo, tag_id)).decode())
         except KeyNotFoundError as exc:
-            raise TagNotFoundError(f"tag {tag_id!r} not found in repository {repo.id!r}") from exc
+            raise TagNotFoundError(f"{tag_id!r} in repository {repo.id!r}") from exc
 
     def delete_tag(self, repo: Repository, tag_id: TagID) -> None:
         """Delete a tag.
@@ -239,7 +233,7 @@ class RefStore:
             TagNotFoundError: no such tag.
         """
         key = self._tag_key(repo, tag_id)
-        gone = TagNotFoundError(f"tag {tag_id!r} not found in repository {repo.id!r}")
+        gone = TagNotFoundError(f"{tag_id!r} in repository {repo.id!r}")
         try:
             # only the tag as read: one re-created meanwhile is another tag
             self.kv.delete_if(key, self.kv.get(key))
@@ -282,9 +276,7 @@ class RefStore:
         try:
             commit = Commit.decode(self.kv.get(self._commit_key(repo, commit_id)))
         except KeyNotFoundError as exc:
-            raise CommitNotFoundError(
-                f"commit {commit_id!r} not found in repository {repo.id!r}"
-            ) from exc
+            raise CommitNotFoundError(f"{commit_id!r} in repository {repo.id!r}") from exc
         with self._lock:
             self._commits[ck] = commit
             while len(self._commits) > self._cache_size:

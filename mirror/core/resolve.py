@@ -9,13 +9,14 @@ from mirror.core.errors import (
     BranchNotFoundError,
     InvalidRefError,
     RefNotFoundError,
+    StagingNotACommitError,
     TagNotFoundError,
 )
 from mirror.core.ids import BranchID, CommitID, TagID
 from mirror.core.model import Commit, Repository
 from mirror.core.refexpr import Modifier, parse_ref
 
-__all__ = ["ResolvedRef", "commit_of", "resolve_ref"]
+__all__ = ["ResolvedRef", "commit_of", "require_commit_ref", "resolve_ref"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,7 @@ def _resolve_base(
         found = ctx.refs.commits_with_prefix(repo, base.lower())
         if len(found) == 1:
             return found[0], None
-    raise RefNotFoundError(f"ref {base!r} not found in repository {repo.id!r}")
+    raise RefNotFoundError(f"ref {base!r} in repository {repo.id!r}")
 
 
 def resolve_ref(ctx: CatalogContext, repo: Repository, ref: str) -> ResolvedRef:
@@ -87,10 +88,23 @@ def resolve_ref(ctx: CatalogContext, repo: Repository, ref: str) -> ResolvedRef:
     return ResolvedRef(cid, branch, branch is not None)
 
 
+def require_commit_ref(ref: str) -> None:
+    """Refuse ``branch$`` where a commit is needed: the staging area is not a commit.
+
+    Raises:
+        InvalidRefError: ``ref`` is malformed.
+        StagingNotACommitError: ``ref`` names a branch's staging area.
+    """
+    if parse_ref(ref).branch_modifier is Modifier.STAGING:
+        raise StagingNotACommitError(f"ref {ref!r}")
+
+
 def commit_of(ctx: CatalogContext, repo: Repository, ref: str) -> Commit:
     """Return the commit ``ref`` resolves to (a branch's head, without its staging).
 
     Raises:
         InvalidRefError, RefNotFoundError: see :func:`resolve_ref`.
+        StagingNotACommitError: ``ref`` names a branch's staging area (``branch$``).
     """
+    require_commit_ref(ref)
     return ctx.refs.get_commit(repo, resolve_ref(ctx, repo, ref).commit_id)

@@ -8,7 +8,13 @@ from mirror.core.changes import is_dirty
 from mirror.core.commits import CommitResult, new_commit
 from mirror.core.committed import WriteStats, apply_changes
 from mirror.core.context import CatalogContext
-from mirror.core.errors import DirtyBranchError, InvalidRefError, NoChangesError
+from mirror.core.errors import (
+    CherryPickParentRequiredError,
+    DirtyBranchError,
+    NoChangesError,
+    ParentOutOfRangeError,
+    RevertParentRequiredError,
+)
 from mirror.core.history import merge_bases
 from mirror.core.ids import MetaRangeID
 from mirror.core.merge import MergeStrategy, merge_changes
@@ -58,7 +64,7 @@ def _apply_three_way(
         # tree IDs decide, as in lakeFS: the initial commit's empty tree is "", an empty tree
         # written later has a real ID, and merging that one is a change
         if source == base and not allow_empty:
-            raise NoChangesError(f"{what} into branch {branch!r}: no changes")
+            raise NoChangesError(f"{what} into branch {branch!r}")
         if dest == base:
             mid = MetaRangeID(source)
         else:
@@ -126,17 +132,21 @@ def merge(
 
 
 def _pick_parent(
-    ctx: CatalogContext, repo: Repository, commit: Commit, parent_number: int
+    ctx: CatalogContext,
+    repo: Repository,
+    commit: Commit,
+    parent_number: int,
+    required: type[RevertParentRequiredError | CherryPickParentRequiredError],
 ) -> Commit:
     if not commit.parents:
-        raise InvalidRefError(f"commit {commit.id} has no parent")
+        raise ParentOutOfRangeError(f"commit {commit.id} has no parent")
     if len(commit.parents) > 1 and parent_number < 1:
-        raise InvalidRefError(
+        raise required(
             f"commit {commit.id} is a merge commit: give a parent number 1..{len(commit.parents)}"
         )
     index = max(parent_number, 1) - 1
     if index >= len(commit.parents):
-        raise InvalidRefError(
+        raise ParentOutOfRangeError(
             f"commit {commit.id} has {len(commit.parents)} parent(s), not {parent_number}"
         )
     return ctx.refs.get_commit(repo, commit.parents[index])
@@ -157,7 +167,7 @@ def revert(
 
     def make(repo: Repository, head: Commit) -> _Plan:
         target = commit_of(ctx, repo, ref)
-        parent = _pick_parent(ctx, repo, target, parent_number)
+        parent = _pick_parent(ctx, repo, target, parent_number, RevertParentRequiredError)
         return (
             target.metarange_id,
             parent.metarange_id,
@@ -196,7 +206,7 @@ def cherry_pick(
 
     def make(repo: Repository, head: Commit) -> _Plan:
         target = commit_of(ctx, repo, ref)
-        parent = _pick_parent(ctx, repo, target, parent_number)
+        parent = _pick_parent(ctx, repo, target, parent_number, CherryPickParentRequiredError)
         return (
             parent.metarange_id,
             target.metarange_id,

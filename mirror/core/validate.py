@@ -5,7 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from mirror.core.errors import InvalidNameError, InvalidPathError, InvalidRefError
+from mirror.core.errors import (
+    InvalidNameError,
+    InvalidPathError,
+    InvalidRefError,
+    PathRequiredError,
+)
 from mirror.core.ids import BranchID, RepositoryID, TagID
 
 __all__ = [
@@ -79,10 +84,11 @@ def validate_path(path: str) -> str:
     """Return ``path`` if it is a valid object path: non-empty, no NUL, at most 1024 bytes.
 
     Raises:
-        InvalidPathError: the path breaks a rule; the message names it.
+        PathRequiredError: the path is empty.
+        InvalidPathError: the path breaks another rule; the message names it.
     """
     if not isinstance(path, str) or not path:
-        raise InvalidPathError(f"invalid object path {path!r}: must not be empty")
+        raise PathRequiredError(f"invalid object path {path!r}: must not be empty")
     if "\x00" in path:
         raise InvalidPathError(f"invalid object path {path!r}: must not contain NUL")
     try:

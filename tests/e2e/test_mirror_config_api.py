@@ -259,7 +259,7 @@ def test_mirror_repository_refuses_writes_of_everyone(
     assert created.status_code == 201, created.text
     head = source.branch("main").get_commit().id
     wait_for(lambda: world.b.head(name, "main") == head, 30, "mirror synced")
-    refusal = f'repository "{name}" is a read-only mirror of "a/{source.id}"'
+    refusal = f'read-only repository: repository "{name}" is a read-only mirror of "a/{source.id}"'
     replicator = lakefs.Client(
         host=world.b.server.url,
         username=world.replicator_key[0],

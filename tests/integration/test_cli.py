@@ -338,7 +338,7 @@ def test_diff_two_way_three_dot_and_uncommitted(cli: CLI, name: str, http: httpx
         ("added", "dev-only"),
         ("removed", "main-only"),
     ]
-    assert table.out.splitlines() == ["+ added    dev-only  (1 B)", "- removed  main-only  (1 B)"]
+    assert table.out.splitlines() == ["+ added    dev-only  (1 B)", "- removed  main-only"]
     assert [(d["type"], d["path"]) for d in staged.json()] == [
         ("changed", "base"),
         ("removed", "dev-only"),

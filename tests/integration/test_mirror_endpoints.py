@@ -261,7 +261,7 @@ def test_import_commits_and_move_heads(
     assert api.delete(f"{base}/branches/feature").status_code == 204
     assert api.delete(f"{base}/branches/feature").status_code == 404
     default = api.delete(f"{base}/branches/main")
-    assert default.status_code == 400, default.text
+    assert default.status_code == 403, default.text
     branches = http.get(f"/repositories/{mirror.name}/branches").json()["results"]
     assert [b["id"] for b in branches] == ["main"]
 
@@ -296,7 +296,10 @@ def test_mirror_reads_like_its_source_and_refuses_writes(
     assert [o.path for o in main.objects()] == ["a.csv", "dir/b.csv"]
     assert [c.id for c in main.log()] == [c.id for c in source.branch("main").log()]
     # ordinary writes are refused for everyone, administrators included
-    refusal = f'repository "{mirror.name}" is a read-only mirror of "us-east-1/{source.id}"'
+    refusal = (
+        "read-only repository: "
+        f'repository "{mirror.name}" is a read-only mirror of "us-east-1/{source.id}"'
+    )
     writer = lakefs.Repository(mirror.name, client=client)
     writes: list[Callable[[], object]] = [
         lambda: writer.branch("main").object("new.csv").upload(b"x"),
@@ -335,7 +338,9 @@ def test_mirror_reads_like_its_source_and_refuses_writes(
         f"/repositories/{plain}/branches/main/objects", params={"path": "x"}
     )
     assert refused_plain.status_code == 403
-    assert refused_plain.json() == {"message": f'repository "{plain}" is read-only'}
+    assert refused_plain.json() == {
+        "message": f'read-only repository: repository "{plain}" is read-only'
+    }
     assert http.delete(f"/repositories/{plain}", params={"force": "true"}).status_code == 204
 
 
@@ -386,10 +391,11 @@ def test_files_not_yet_replicated_answer_503(
     log = http.get(f"/repositories/{other.name}/refs/main/commits")
     assert log.status_code == 200 and log.json()["results"][0]["id"] == head_id
 
-    # a normal repository keeps answering 404 for a missing file
+    # a normal repository answers lakeFS's 410 "No data" for an object whose data is gone
     (_namespace_dir(server, source.id) / address).unlink()
     normal = http.get(f"/repositories/{source.id}/refs/main/objects", params={"path": "a.csv"})
-    assert normal.status_code == 404, normal.text
+    assert normal.status_code == 410, normal.text
+    assert normal.json()["message"].startswith("No data"), normal.text
     assert "retry-after" not in normal.headers
 
 

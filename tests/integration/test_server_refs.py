@@ -8,6 +8,7 @@ import pytest
 from lakefs.exceptions import (
     BadRequestException,
     ConflictException,
+    ForbiddenException,
     NotAuthorizedException,
     NotFoundException,
 )
@@ -150,7 +151,8 @@ def test_branch_lifecycle(repo: lakefs.Repository, http: httpx.Client) -> None:
     dev.delete()
     with pytest.raises(NotFoundException):
         repo.branch("dev").delete()
-    with pytest.raises(BadRequestException):
+    # lakeFS: 403 "cannot delete repository default branch"
+    with pytest.raises(ForbiddenException, match="cannot delete repository default branch"):
         main.delete()
     assert [b.id for b in repo.branches()] == ["main", "plain"]
 

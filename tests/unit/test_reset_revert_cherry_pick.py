@@ -16,6 +16,11 @@ from mirror.core import (
     NoChangesError,
     RefNotFoundError,
 )
+from mirror.core.errors import (
+    CherryPickParentRequiredError,
+    ParentOutOfRangeError,
+    RevertParentRequiredError,
+)
 
 if TYPE_CHECKING:
     from tests.conftest import Lake
@@ -155,8 +160,9 @@ def _merged_history(lake: Lake) -> None:
 def test_revert_of_a_merge_commit_needs_a_parent_number(lake: Lake) -> None:
     _merged_history(lake)
     merge = lake.head("main")
-    for parent_number in (0, 3):
-        with pytest.raises(InvalidRefError) as info:
+    errors: list[type[Exception]] = [RevertParentRequiredError, ParentOutOfRangeError]
+    for parent_number, error in zip((0, 3), errors, strict=True):
+        with pytest.raises(error) as info:
             lake.catalog.revert(lake.repo, "main", "main", parent_number=parent_number)
         assert merge in str(info.value)
     assert lake.head("main") == merge
@@ -259,7 +265,7 @@ def test_cherry_pick_of_a_merge_commit_needs_a_parent_number(lake: Lake) -> None
     _merged_history(lake)
     merge = lake.head("main")
     lake.branch("other", "main~2")
-    with pytest.raises(InvalidRefError) as info:
+    with pytest.raises(CherryPickParentRequiredError) as info:
         lake.catalog.cherry_pick(lake.repo, "other", merge)
     assert merge in str(info.value)
     lake.catalog.cherry_pick(lake.repo, "other", merge, parent_number=1)

@@ -38,6 +38,7 @@ from mirror.core import (
     RefNotFoundError,
     open_memory,
 )
+from mirror.core.errors import RevertParentRequiredError
 from mirror.core.model import DEFAULT_CONTENT_TYPE
 
 REPO = "repo"
@@ -522,6 +523,11 @@ class CatalogMachine(RuleBasedStateMachine):
             return
         parents = self.commits[target].parents
         index = max(parent_number, 1) - 1
+        if parents and len(parents) > 1 and parent_number < 1 and what == "revert":
+            # lakeFS answers this one 409 (a conflict), the other parent errors 400
+            with pytest.raises(RevertParentRequiredError):
+                run()
+            return
         if not parents or (len(parents) > 1 and parent_number < 1) or index >= len(parents):
             with pytest.raises(InvalidRefError):
                 run()

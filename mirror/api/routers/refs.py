@@ -26,6 +26,7 @@ from mirror.api.routing import (
 from mirror.core.catalog import Catalog
 from mirror.core.model import Commit as CoreCommit
 from mirror.core.model import DiffEntry
+from mirror.core.resolve import require_commit_ref
 from mirror.errors import InvalidValueError
 
 __all__ = ["router"]
@@ -39,6 +40,7 @@ _REPO = "/repositories/{repository}"
 def get_commit(repository: str, commitId: str, state: StateDep, caller: CallerDep) -> Commit:
     """Return the commit a ref expression resolves to."""
     caller.require(Permission(Action.READ_COMMIT, repository_arn(repository)))
+    require_commit_ref(commitId)
     resolved = state.catalog.resolve_ref(repository, commitId)
     return commit_model(state.catalog.get_commit(repository, resolved.commit_id))
 

@@ -29,7 +29,8 @@ def _diff(args: argparse.Namespace, ctx: Context) -> int:
     found = False
     for row in rows:
         found = True
-        size = format_size(row.get("size_bytes"))
+        # a removed path has no size on the wire (lakeFS sends 0)
+        size = "" if row["type"] == "removed" else format_size(row.get("size_bytes"))
         line = f"{_SIGN.get(row['type'], '?')} {row['type']:<8} {row['path']}"
         ctx.output.line(f"{line}  ({size})" if size else line)
     if not found:
