@@ -317,7 +317,10 @@ class SafetyChecker:
     checksum. A commit, once fully checked, is immutable and is not checked again. With
     ``source`` (the source region and repository), every head must also be a commit of the
     source. A branch that does not exist (404: a fresh mirror before its first advance) is
-    nothing to check.
+    nothing to check. With ``recheck`` (seconds), the head is also read whole again that often,
+    not only when it is new: files can also go after a head was checked (garbage collection at
+    the source, its deletions replicated), and a head must stay readable as long as it is the
+    head.
     """
 
     def __init__(
@@ -326,11 +329,15 @@ class SafetyChecker:
         repo: str,
         branch: str = "main",
         source: tuple[Region, str] | None = None,
+        recheck: float | None = None,
     ) -> None:
         self.region = region
         self.repo = repo
         self.branch = branch
         self.source = source
+        self.recheck = recheck
+        self.rounds = 0
+        """Checks of a head, counting re-checks."""
         self.checked: list[str] = []
         self.violations: list[Violation] = []
         self.objects_read = 0
@@ -360,6 +367,7 @@ class SafetyChecker:
 
     def _run(self) -> None:
         seen: set[str] = set()
+        last_check = 0.0
         while not self._stop.is_set():
             response = self._http.get(f"/repositories/{self.repo}/branches/{self.branch}")
             if response.status_code == 200:
@@ -369,6 +377,12 @@ class SafetyChecker:
                     self.check_commit(head)
                     seen.add(head)
                     self.checked.append(head)
+                    self.rounds += 1
+                    last_check = time.monotonic()
+                elif self.recheck is not None and time.monotonic() - last_check >= self.recheck:
+                    self.check_commit(head)
+                    self.rounds += 1
+                    last_check = time.monotonic()
             self._stop.wait(0.02)
 
     def check_source_has(self, commit: str) -> None:
