@@ -267,7 +267,8 @@ def _committed(
     retained: int | None = None
     if commits_location is None:
         _, files = store.list_level(METADATA_PREFIX)
-        paths = [f"{root}/{key}" for key, _, _ in files]
+        # ranges and metaranges are named by their SHA-256; other files there are not ranges
+        paths = [f"{root}/{key}" for key, _, _ in files if _is_tree_file(key)]
     else:
         # schemas given, so that Spark runs no job to infer them
         commits = spark.read.schema("commit_id string, expired string, metarange_id string")
@@ -293,6 +294,11 @@ def _committed(
     if not paths:
         return None, retained, 0
     return _addresses(spark.read.schema(schema).parquet(*paths), namespace), retained, len(paths)
+
+
+def _is_tree_file(key: str) -> bool:
+    name = key[len(METADATA_PREFIX) :]
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
 
 
 def _listing(spark: SparkSession, store: StorageRoot) -> tuple[DataFrame, str]:

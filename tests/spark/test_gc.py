@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 
 from mirror.cli.client import LakeFSClient
 from mirror.cli.config import ClientConfig, api_base_url
+from mirror.cli.errors import AuthError, NotFoundError, UsageError
 from mirror.spark.gc import run_gc
 from mirror.spark.submit import GC_JOB
 from tests.integration.harness import Server, running_server, unique
@@ -349,6 +350,14 @@ def test_without_rules_every_commit_is_kept(
     # only uncommitted garbage goes
     assert run.sample == (replaced,) and run.deleted == 1
     assert lake.data_files() == {old, new, staged}
+    with _client(server) as client:
+        with pytest.raises(NotFoundError):
+            root = server.data_dir
+            run_gc(spark, repo, client=client, sweep=True, mark_id="0" * 20, local_root=root)
+        with pytest.raises(UsageError):
+            run_gc(spark, repo, client=client, sweep=True, mark_id="../x")
+        with pytest.raises(UsageError):
+            run_gc(spark, repo, client=client, mark_id=run.run_id)  # a mark id needs --sweep
 
 
 def test_refused_on_a_mirror(server: Server, http: httpx.Client, spark: SparkSession) -> None:
@@ -362,8 +371,6 @@ def test_refused_on_a_mirror(server: Server, http: httpx.Client, spark: SparkSes
     assert refused.returncode == 3, refused.stderr
     assert "read-only repository" in refused.stderr
     with _client(server) as client:
-        from mirror.cli.errors import AuthError
-
         with pytest.raises(AuthError) as info:
             run_gc(spark, name, client=client, local_root=server.data_dir)
         assert info.value.status == 403
