@@ -25,6 +25,7 @@ from mirror.api.routers import (
     gc,
     mirrors,
     objects,
+    protection,
     refs,
     repositories,
     staging,
@@ -155,6 +156,7 @@ def create_app(
         auth,
         async_ops_routes,
         gc,
+        protection,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)

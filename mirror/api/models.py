@@ -53,6 +53,7 @@ __all__ = [
     "StatementModel",
     "StorageConfig",
     "TagCreation",
+    "UpdateObjectUserMetadata",
     "UserCreation",
     "UserList",
     "UserModel",
@@ -174,6 +175,12 @@ class ResetCreation(_Request):
     type: Literal["object", "common_prefix", "reset"]
     path: str | None = None
     force: bool = False
+
+
+class UpdateObjectUserMetadata(_Request):
+    """``PUT /branches/{branch}/objects/stat/user_metadata`` body: the new user metadata."""
+
+    set: dict[str, str]
 
 
 class CommitCreation(_Request):

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from mirror.core.changes import is_dirty
 from mirror.core.context import CatalogContext
-from mirror.core.errors import DefaultBranchDeletionError, RefPreconditionFailedError
+from mirror.core.errors import (
+    DefaultBranchDeletionError,
+    DirtyBranchError,
+    RefPreconditionFailedError,
+)
 from mirror.core.ids import CommitID
 from mirror.core.model import Branch
-from mirror.core.protection import check_staging_write
-from mirror.core.resolve import require_commit_ref, resolve_ref
+from mirror.core.protection import check_hard_reset, check_staging_write
+from mirror.core.resolve import commit_of, require_commit_ref, resolve_ref
 from mirror.core.staging import StagingStore
 from mirror.core.validate import validate_branch_id, validate_path
 
 __all__ = [
     "create_branch",
     "delete_branch",
+    "hard_reset_branch",
     "reset_branch",
     "reset_objects",
     "set_branch_head",
@@ -114,3 +120,26 @@ def reset_objects(
             ctx.staging.drop(token, path)
             dropped.add(path)
     return len(dropped)
+
+
+def hard_reset_branch(ctx: CatalogContext, repository: str, branch: str, ref: str) -> Branch:
+    """Point a branch without uncommitted changes at the commit ``ref`` resolves to.
+
+    Raises:
+        ProtectedBranchError: a protection rule covers the branch.
+        DirtyBranchError: the branch has uncommitted changes.
+    """
+    repo = ctx.writable(repository)
+    branch_id = validate_branch_id(branch)
+    check_hard_reset(ctx.kv, repo, branch_id)
+    target = commit_of(ctx, repo, ref).id
+
+    def attempt() -> Branch:
+        current, raw = ctx.refs.get_branch_raw(repo, branch_id)
+        if is_dirty(ctx, repo, current):
+            raise DirtyBranchError(f"hard reset of branch {branch!r}")
+        moved = Branch(branch_id, target, current.staging_token, current.sealed_tokens)
+        ctx.refs.set_branch_if(repo, moved, raw)
+        return moved
+
+    return ctx.retry(f"hard reset of branch {branch!r}", attempt)

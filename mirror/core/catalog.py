@@ -369,6 +369,16 @@ class Catalog:
         """
         self.delete_objects(repository, branch, [path])
 
+    def update_user_metadata(
+        self, repository: str, branch: str, path: str, metadata: Mapping[str, str]
+    ) -> ObjectStat:
+        """Replace an object's user metadata on ``branch`` (a staged change).
+
+        Raises:
+            ObjectNotFoundError, ProtectedBranchWriteError, RepositoryReadOnlyError.
+        """
+        return objects.update_user_metadata(self._ctx, repository, branch, path, metadata)
+
     def delete_objects(self, repository: str, branch: str, paths: Iterable[str]) -> list[str]:
         """Stage deletions of every existing path in ``paths``; return the missing ones.
 
@@ -491,6 +501,14 @@ class Catalog:
     def reset_branch(self, repository: str, branch: str) -> None:
         """Drop every staged change of a branch."""
         branches.reset_branch(self._ctx, repository, branch)
+
+    def hard_reset_branch(self, repository: str, branch: str, ref: str) -> Branch:
+        """Point a branch without uncommitted changes at the commit of ``ref`` (a hard reset).
+
+        Raises:
+            DirtyBranchError, ProtectedBranchError, RepositoryReadOnlyError.
+        """
+        return branches.hard_reset_branch(self._ctx, repository, branch, ref)
 
     def reset_objects(self, repository: str, branch: str, prefix: str, *, exact: bool) -> int:
         """Drop staged changes at one path (``exact``) or under a prefix; return how many paths.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import BinaryIO
 
@@ -23,6 +24,7 @@ __all__ = [
     "read_object",
     "stage_objects",
     "stat_object",
+    "update_user_metadata",
     "upload_object",
 ]
 
@@ -143,3 +145,25 @@ def delete_objects(
     tombs: list[tuple[str, Entry | Tombstone]] = [(p, TOMBSTONE) for p in present]
     write_staged(ctx, repo, branch_id, lambda t: ctx.staging.set_many(t, tombs))
     return missing
+
+
+def update_user_metadata(
+    ctx: CatalogContext, repository: str, branch: str, path: str, metadata: Mapping[str, str]
+) -> ObjectStat:
+    """Replace the user metadata of the object at ``path`` on ``branch``, as a staged change.
+
+    Raises:
+        ObjectNotFoundError: nothing at ``path`` on the branch.
+        ProtectedBranchWriteError: a protection rule covers the branch.
+    """
+    repo = ctx.writable(repository)
+    branch_id = validate_branch_id(branch)
+    validate_path(path)
+    meta = validate_metadata(metadata)
+    check_staging_write(ctx.kv, repo, branch_id)
+    entry = read_on_branch(ctx, repo, branch_id, lambda view: value_at(ctx, repo, view, path))
+    if entry is None:
+        raise ObjectNotFoundError(f"object {path!r} on branch {branch!r}")
+    updated = dataclasses.replace(entry, metadata=meta)
+    write_staged(ctx, repo, branch_id, lambda t: ctx.staging.set(t, path, updated))
+    return ObjectStat(path, updated, physical_address(repo, updated))

@@ -1,4 +1,4 @@
-"""Branches: list, create, get, delete, reset; commit, uncommitted diff, revert, cherry-pick."""
+"""Branches: list, create, get, delete, resets; commit, uncommitted diff, revert, cherry-pick."""
 
 from __future__ import annotations
 
@@ -120,6 +120,21 @@ def reset_branch(
             raise InvalidValueError(f"reset of type {body.type!r} needs a path")
         state.catalog.get_branch(repository, branch)
         state.catalog.reset_objects(repository, branch, body.path, exact=body.type == "object")
+    return Response(status_code=204)
+
+
+@router.put(f"{_BRANCH}/hard_reset", status_code=204, response_class=Response)
+def hard_reset_branch(
+    repository: str,
+    branch: str,
+    ref: str,
+    state: StateDep,
+    caller: CallerDep,
+    force: bool = False,
+) -> Response:
+    """Point the branch at ``ref``'s commit; it must have no uncommitted changes."""
+    caller.require(Permission(Action.REVERT_BRANCH, branch_arn(repository, branch)))
+    state.catalog.hard_reset_branch(repository, branch, ref)
     return Response(status_code=204)
 
 

@@ -16,14 +16,16 @@ from starlette.datastructures import UploadFile
 from mirror.api.auth.permissions import Action, Permission, object_arn, repository_arn
 from mirror.api.convert import common_prefix_model, object_model
 from mirror.api.deps import CallerDep, StateDep
-from mirror.api.errors import error_response
+from mirror.api.errors import error_response, message_for, read_only_message
 from mirror.api.models import (
     ObjectCopyCreation,
+    ObjectError,
     ObjectErrorList,
     ObjectStats,
     ObjectStatsList,
     Pagination,
     PathList,
+    UpdateObjectUserMetadata,
 )
 from mirror.api.paging import MAX_PER_PAGE, page_size
 from mirror.api.routing import (
@@ -36,8 +38,13 @@ from mirror.api.routing import (
 from mirror.api.streams import CHUNK, BlockReader, iter_block, parse_range
 from mirror.block.errors import InvalidRangeError
 from mirror.core.catalog import Catalog
-from mirror.core.errors import ObjectNotFoundError, RepositoryReadOnlyError
+from mirror.core.errors import (
+    ObjectNotFoundError,
+    ProtectedBranchError,
+    RepositoryReadOnlyError,
+)
 from mirror.core.model import Entry, ObjectStat
+from mirror.core.protection import check_staging_write
 from mirror.core.validate import validate_path
 from mirror.errors import InvalidValueError, PreconditionFailedError
 
@@ -65,6 +72,8 @@ def _check_writable(
         raise RepositoryReadOnlyError(repo.id)
     validate_path(path)
     catalog.get_branch(repository, branch)
+    # refuse before the body is read and written to the store
+    check_staging_write(catalog.kv, repo, branch)
     if exclusive:
         try:
             catalog.stat_object(repository, branch, path)
@@ -301,7 +310,11 @@ def delete_objects(
     force: bool = False,
     no_tombstone: bool = False,
 ) -> ObjectErrorList:
-    """Stage the deletion of up to 1000 paths; paths that do not exist are ignored."""
+    """Stage the deletion of up to 1000 paths; paths that do not exist are ignored.
+
+    As in lakeFS, a protected branch or a read-only repository answers 200 with a 403 error
+    for each path.
+    """
     if len(body.paths) > _MAX_BULK:
         raise InvalidValueError(f"delete: {len(body.paths)} paths, at most {_MAX_BULK} allowed")
     caller.require(
@@ -312,7 +325,29 @@ def delete_objects(
     except ObjectNotFoundError:
         if len(body.paths) != 1:
             raise
+    except (ProtectedBranchError, RepositoryReadOnlyError) as exc:
+        message = message_for(exc)
+        if isinstance(exc, RepositoryReadOnlyError):
+            message = read_only_message(state.catalog.get_repository(repository))
+        return ObjectErrorList(
+            errors=[ObjectError(path=p, status_code=403, message=message) for p in body.paths]
+        )
     return ObjectErrorList(errors=[])
+
+
+@router.put(_BRANCH + "/objects/stat/user_metadata", status_code=204, response_class=Response)
+def update_object_user_metadata(
+    repository: str,
+    branch: str,
+    body: UpdateObjectUserMetadata,
+    state: StateDep,
+    caller: CallerDep,
+    path: PathQuery,
+) -> Response:
+    """Replace an existing object's user metadata, as a staged change (204, as lakeFS)."""
+    caller.require(Permission(Action.WRITE_OBJECT, object_arn(repository, path)))
+    state.catalog.update_user_metadata(repository, branch, path, body.set)
+    return Response(status_code=204)
 
 
 @router.post(_BRANCH + "/objects/copy", status_code=201, response_model=ObjectStats)

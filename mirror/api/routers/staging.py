@@ -24,6 +24,7 @@ from mirror.core.catalog import Catalog
 from mirror.core.committed import METADATA_PREFIX
 from mirror.core.errors import RepositoryReadOnlyError
 from mirror.core.model import DEFAULT_CONTENT_TYPE, Entry, Repository
+from mirror.core.protection import check_staging_write
 from mirror.core.validate import validate_path
 from mirror.errors import InvalidValueError
 
@@ -90,6 +91,8 @@ def _entries(
     if repo.read_only:
         raise RepositoryReadOnlyError(repo.id)
     catalog.get_branch(repository, branch)
+    # refuse before any object is looked up in the store
+    check_staging_write(catalog.kv, repo, branch)
     seen: set[str] = set()
     keys: list[str] = []
     for item in objects:

@@ -9,6 +9,7 @@ from mirror.cli.commands import commit as commit_commands
 from mirror.cli.commands import diff as diff_commands
 from mirror.cli.commands import fs as fs_commands
 from mirror.cli.commands import merge as merge_commands
+from mirror.cli.commands import protect as protect_commands
 from mirror.cli.commands import repo as repo_commands
 from mirror.cli.commands import tag as tag_commands
 
@@ -17,6 +18,7 @@ __all__ = ["register_all"]
 _GROUPS = (
     repo_commands,
     branch_commands,
+    protect_commands,
     tag_commands,
     commit_commands,
     diff_commands,

@@ -1,0 +1,129 @@
+"""Branch protection rules: lakeFS's ``…/settings/branch_protection`` and its deprecated aliases.
+
+``GET`` answers the rules with their ``ETag`` (the hex SHA-256 of the stored rules, unquoted;
+empty while none were ever stored). ``PUT`` replaces them all (``[]`` clears them) under lakeFS's
+``If-Match``: absent writes unconditionally, ``""`` only if no rules were ever stored, any other
+value only if it is the current ETag (else 412 ``Precondition failed``). The deprecated
+``…/branch_protection`` adds (POST) or removes (DELETE) one pattern; removing a pattern that is
+not there answers 404 with no body, as lakeFS does. Read-only repositories (mirrors) refuse every
+change with 403 ``read-only repository``.
+
+lakeFS stores any pattern and then fails every write of the repository with 500 if one does not
+compile; LakeMirror refuses such a pattern with 400 ``invalid branch pattern syntax`` instead.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Header, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from mirror.api.auth.permissions import Permission, repository_arn
+from mirror.api.deps import CallerDep, StateDep
+from mirror.api.routing import LakeFSRoute
+from mirror.core import protection
+from mirror.core.errors import RepositoryReadOnlyError
+from mirror.core.model import Repository
+
+__all__ = ["GET_RULES", "SET_RULES", "BranchProtectionRule", "router"]
+
+router = APIRouter(route_class=LakeFSRoute, tags=["branch protection"])
+
+GET_RULES = "branches:GetBranchProtectionRules"
+SET_RULES = "branches:SetBranchProtectionRules"
+
+_REPO = "/repositories/{repository}"
+
+
+class BranchProtectionRule(BaseModel):
+    """One protected branch-name pattern (gobwas/glob, ``*`` crossing ``/``)."""
+
+    pattern: str
+
+
+def _rules_response(repo: Repository, state: StateDep, *, etag: bool) -> JSONResponse:
+    rules = protection.get_rules(state.catalog.kv, repo)
+    body = [{"pattern": p} for p in rules.patterns]
+    return JSONResponse(body, headers={"ETag": rules.etag} if etag else None)
+
+
+def _writable(state: StateDep, repository: str) -> Repository:
+    repo = state.catalog.get_repository(repository)
+    if repo.read_only:
+        raise RepositoryReadOnlyError(repo.id)
+    return repo
+
+
+@router.get(
+    _REPO + "/settings/branch_protection",
+    response_model=list[BranchProtectionRule],
+    responses={200: {"headers": {"ETag": {"schema": {"type": "string"}}}}},
+)
+def get_branch_protection_rules(
+    repository: str, state: StateDep, caller: CallerDep
+) -> JSONResponse:
+    """Return the protected patterns and, in ``ETag``, the version of the rules."""
+    caller.require(Permission(GET_RULES, repository_arn(repository)))
+    return _rules_response(state.catalog.get_repository(repository), state, etag=True)
+
+
+@router.put(_REPO + "/settings/branch_protection", status_code=204, response_class=Response)
+def set_branch_protection_rules(
+    repository: str,
+    body: Annotated[list[BranchProtectionRule], Body()],
+    state: StateDep,
+    caller: CallerDep,
+    if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+) -> Response:
+    """Replace the protected patterns (``If-Match``: the ETag the caller read, or ``""``)."""
+    caller.require(Permission(SET_RULES, repository_arn(repository)))
+    repo = _writable(state, repository)
+    protection.set_rules(state.catalog.kv, repo, [r.pattern for r in body], if_match)
+    return Response(status_code=204)
+
+
+@router.get(_REPO + "/branch_protection", response_model=list[BranchProtectionRule])
+def internal_get_branch_protection_rules(
+    repository: str, state: StateDep, caller: CallerDep
+) -> JSONResponse:
+    """Return the protected patterns (deprecated: use ``…/settings/branch_protection``)."""
+    caller.require(Permission(GET_RULES, repository_arn(repository)))
+    return _rules_response(state.catalog.get_repository(repository), state, etag=False)
+
+
+@router.get(_REPO + "/branch_protection/set_allowed", status_code=204, response_class=Response)
+def create_branch_protection_rule_preflight(
+    repository: str, state: StateDep, caller: CallerDep
+) -> Response:
+    """Answer 204 if the caller may change the rules of a writable repository."""
+    caller.require(Permission(SET_RULES, repository_arn(repository)))
+    _writable(state, repository)
+    return Response(status_code=204)
+
+
+@router.post(_REPO + "/branch_protection", status_code=204, response_class=Response)
+def internal_create_branch_protection_rule(
+    repository: str, body: BranchProtectionRule, state: StateDep, caller: CallerDep
+) -> Response:
+    """Protect one more pattern (deprecated); 409 if it is protected already."""
+    caller.require(Permission(SET_RULES, repository_arn(repository)))
+    protection.add_rule(state.catalog.kv, _writable(state, repository), body.pattern)
+    return Response(status_code=204)
+
+
+@router.delete(_REPO + "/branch_protection", status_code=204, response_class=Response)
+def internal_delete_branch_protection_rule(
+    repository: str,
+    body: Annotated[BranchProtectionRule, Body()],
+    state: StateDep,
+    caller: CallerDep,
+) -> Response:
+    """Stop protecting one pattern (deprecated); 404 with no body if it is not protected."""
+    caller.require(Permission(SET_RULES, repository_arn(repository)))
+    try:
+        protection.delete_rule(state.catalog.kv, _writable(state, repository), body.pattern)
+    except protection.RuleNotFoundError:
+        return Response(status_code=404)
+    return Response(status_code=204)
