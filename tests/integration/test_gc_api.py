@@ -55,6 +55,16 @@ def _local_file(server: Server, location: str) -> Path:
     return server.data_dir / location.removeprefix("local://")
 
 
+def _read(request: pytest.FixtureRequest, server: Server, location: str) -> bytes:
+    """Return the bytes at a location of the server's namespace, on local disk or S3."""
+    if location.startswith("s3://"):
+        bucket, _, key = location.removeprefix("s3://").partition("/")
+        s3 = request.getfixturevalue("s3_client")
+        data: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        return data
+    return _local_file(server, location).read_bytes()
+
+
 @pytest.fixture
 def mirror(server: Server, http: httpx.Client, make_user: MakeUser) -> Iterator[str]:
     """A read-only mirror repository, made through the replicant's endpoint."""
@@ -73,6 +83,7 @@ def mirror(server: Server, http: httpx.Client, make_user: MakeUser) -> Iterator[
     http.delete(f"/repositories/{name}", params={"force": "true"})
 
 
+@pytest.mark.both_backends
 def test_rules_round_trip_through_the_sdk(client: lakefs.Client, repo: lakefs.Repository) -> None:
     api = _sdk(client).repositories_api
     with pytest.raises(NotFoundException) as missing:
@@ -179,8 +190,9 @@ def test_gc_config_reports_the_grace_period(server: Server, client: lakefs.Clien
         ).sdk_client.internal_api.get_garbage_collection_config()
 
 
+@pytest.mark.both_backends
 def test_prepare_commits_writes_the_retained_commits(
-    server: Server, client: lakefs.Client, repo: lakefs.Repository
+    request: pytest.FixtureRequest, server: Server, client: lakefs.Client, repo: lakefs.Repository
 ) -> None:
     internal = _sdk(client).internal_api
     with pytest.raises(NotFoundException):  # no rules: a run keeps every commit
@@ -197,9 +209,8 @@ def test_prepare_commits_writes_the_retained_commits(
         f"{namespace}/_lakefs/retention/gc/commits/run_id={prepared.run_id}/commits.csv"
     )
     assert prepared.gc_addresses_location == f"{namespace}/_lakefs/retention/gc/addresses/"
-    rows = list(
-        csv.DictReader(io.StringIO(_local_file(server, prepared.gc_commits_location).read_text()))
-    )
+    text = _read(request, server, prepared.gc_commits_location).decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
     retained = {r["commit_id"]: r for r in rows}
     # every commit is inside the 7-day window; the first ("Repository created") too
     assert {first, second} <= retained.keys() and len(retained) == 3
