@@ -88,6 +88,8 @@ class ServerSettings(_Section):
     """Seconds a finished asynchronous task's status stays readable before it is removed."""
     task_heartbeat: float = Field(default=5.0, gt=0, le=300)
     """Seconds between heartbeats of a process running tasks; 6 missed: its tasks read 408."""
+    ref_update_tries: int = Field(default=10, ge=1, le=1000)
+    """Attempts of a branch compare-and-swap before a request gives up with 429."""
 
 
 class SqliteSettings(_Section):

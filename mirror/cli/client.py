@@ -46,7 +46,8 @@ def error_for(status: int, message: str) -> CLIError:
         cls = NotFoundError
     elif status in (409, 412):
         cls = ConflictError
-    elif status == 503:
+    elif status in (429, 503):
+        # lakeFS's 429 "Too many attempts, try again later" is a retry-later, as a 503 is
         cls = UnavailableError
     elif 400 <= status < 500:
         cls = RejectedError

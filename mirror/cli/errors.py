@@ -77,6 +77,6 @@ class RejectedError(CLIError):
 
 
 class UnavailableError(CLIError):
-    """The server cannot be reached, timed out, or answered 503."""
+    """The server cannot be reached, timed out, or answered 503 or 429 (retry later)."""
 
     code = ExitCode.UNAVAILABLE

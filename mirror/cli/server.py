@@ -228,7 +228,7 @@ def open_catalog(config: LakeMirrorConfig) -> tuple[Catalog, tuple[str, ...]]:
         kv.close()
         raise
     resolver, schemes = block_resolver(config)
-    return Catalog(kv, resolver), schemes
+    return Catalog(kv, resolver, max_tries=config.server.ref_update_tries), schemes
 
 
 def block_resolver(config: LakeMirrorConfig) -> tuple[BlockResolver, tuple[str, ...]]:

@@ -88,7 +88,7 @@ def commit_staged(
         current, raw = ctx.refs.get_branch_raw(repo, branch_id)
         if ctx.staging.is_empty(current.staging_token):
             if not current.sealed_tokens and not allow_empty:
-                raise NoChangesError(f"no changes to commit on branch {branch!r}")
+                raise NoChangesError(f"nothing to commit on branch {branch!r}")
             return current.sealed_tokens
         sealed = Branch(
             branch_id,
@@ -111,7 +111,7 @@ def commit_staged(
             keep -= 1
         taken = current.sealed_tokens[keep:]
         if not taken and not allow_empty:
-            raise NoChangesError(f"no changes to commit on branch {branch!r}")
+            raise NoChangesError(f"nothing to commit on branch {branch!r}")
         parent = ctx.refs.get_commit(repo, current.commit_id)
         changes = (
             (p, None if isinstance(v, Tombstone) else v) for p, v in ctx.staging.iterate(taken)
@@ -123,7 +123,7 @@ def commit_staged(
         # written later has a real ID
         if applied.changes == 0 and not allow_empty:
             _release_sealed(ctx, repo, branch_id, parent.id, taken, parent.id)
-            raise NoChangesError(f"no changes to commit on branch {branch!r}")
+            raise NoChangesError(f"nothing to commit on branch {branch!r}")
         commit = new_commit(
             committer,
             message,

@@ -96,6 +96,7 @@ def test_config_file_errors(tmp_path: Path) -> None:
         (409, ExitCode.CONFLICT),
         (412, ExitCode.CONFLICT),
         (416, ExitCode.REJECTED),
+        (429, ExitCode.UNAVAILABLE),
         (500, ExitCode.ERROR),
         (503, ExitCode.UNAVAILABLE),
     ],

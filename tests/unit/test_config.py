@@ -278,6 +278,7 @@ def test_config_show_redacts_secrets(tmp_path: Path) -> None:
         "async_ops": True,
         "task_ttl": 86400.0,
         "task_heartbeat": 5.0,
+        "ref_update_tries": 10,
     }
     assert shown["kv"]["dynamodb"]["secret_access_key"] == REDACTED
     assert shown["blockstore"]["s3"]["secret_access_key"] == REDACTED
