@@ -40,7 +40,6 @@ __all__ = [
     "COMMITS_HEADER",
     "DATA_PREFIX",
     "DAY",
-    "DEFAULT_GRACE_PERIOD",
     "DEFAULT_PAGE_SECONDS",
     "DEFAULT_PAGE_SIZE",
     "GC_PREFIX",
@@ -67,6 +66,3 @@ __all__ = [
     "uncommitted_prefix",
     "unified_prefix",
 ]
-
-DEFAULT_GRACE_PERIOD = 86_400
-"""Seconds an object must be old before a run may delete it (lakeFS's 24 hours)."""

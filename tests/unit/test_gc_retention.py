@@ -480,3 +480,11 @@ def test_bad_continuation_token(clock: Clock, token: str) -> None:
     with pytest.raises(InvalidContinuationTokenError) as info:
         prepare_uncommitted(catalog, "repo", token)
     assert str(info.value).startswith("invalid continuation token")
+
+
+def test_public_names() -> None:
+    import mirror.gc
+    import mirror.spark.gc_storage
+
+    for module in (mirror.gc, mirror.spark.gc_storage):
+        assert all(hasattr(module, name) for name in module.__all__), module.__name__
