@@ -127,6 +127,24 @@ def test_groups_policies_and_effective_permissions(auth: AuthStore) -> None:
     assert not auth.is_allowed("rita", [read])
 
 
+def _admins_policies(auth: AuthStore) -> set[str]:
+    return {p.id for p in auth.list_group_policies("Admins")}
+
+
+def test_a_built_in_policy_added_by_a_release_reaches_the_existing_groups(
+    auth: AuthStore,
+) -> None:
+    auth.delete_policy("RepoManagementFullAccess")  # an installation from before it existed
+    assert "RepoManagementFullAccess" not in _admins_policies(auth)
+    auth.ensure_builtins()
+    assert "RepoManagementFullAccess" in _admins_policies(auth)
+    # an administrator's later choice stands
+    auth.detach_group_policy("Admins", "RepoManagementFullAccess")
+    auth.ensure_builtins()
+    assert "RepoManagementFullAccess" not in _admins_policies(auth)
+    assert "FSFullAccess" in _admins_policies(auth)
+
+
 def test_setup_and_bootstrap(auth: AuthStore) -> None:
     assert not auth.is_initialized()
     assert auth.bootstrap_admin("admin", "AKIAJFIRST", "one")

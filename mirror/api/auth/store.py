@@ -53,18 +53,25 @@ class AuthStore(CredentialRecords):
 
     @changes
     def ensure_builtins(self) -> None:
-        """Create the built-in policies and groups that are missing (idempotent)."""
+        """Create the built-in policies and groups that are missing (idempotent).
+
+        A built-in policy that a release adds is attached to the existing built-in groups that
+        list it, once, when it is created; a policy an administrator detached later stays
+        detached.
+        """
         now = self.now()
+        added: set[str] = set()
         for policy_id, statements in BUILTIN_POLICIES.items():
             try:
                 self.create_policy(Policy(policy_id, now, statements))
             except PolicyExistsError:
-                pass
+                continue
+            added.add(policy_id)
         for group_id, policy_ids in BUILTIN_GROUPS.items():
             try:
                 self.create_group(group_id)
             except GroupExistsError:
-                continue
+                policy_ids = tuple(p for p in policy_ids if p in added)
             for policy_id in policy_ids:
                 self.attach_group_policy(group_id, policy_id)
 
