@@ -9,10 +9,11 @@ namespaces under ``./lakemirror-data``. ``docs/configuration.md`` documents ever
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -25,7 +26,12 @@ from pydantic import (
     field_validator,
 )
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from mirror.errors import InvalidValueError
 from mirror.logging import REDACTED, is_secret_key
@@ -40,6 +46,7 @@ __all__ = [
     "ConfigurationError",
     "DynamoSettings",
     "GCSettings",
+    "GatewaySettings",
     "KVSettings",
     "LakeMirrorConfig",
     "LocalBlockSettings",
@@ -219,6 +226,32 @@ class AuthSettings(_Section):
     admin_secret_access_key: SecretStr | None = None
 
 
+class GatewaySettings(_Section):
+    """The S3-compatible gateway served on the API's listener (``docs/s3-gateway.md``)."""
+
+    enabled: bool = True
+    """Serve S3 requests: those to a gateway host name, or carrying an AWS signature."""
+    domain_names: Annotated[tuple[str, ...], NoDecode] = ("s3.local.lakefs.io",)
+    """Host names of the gateway: ``<name>`` is path style, ``<bucket>.<name>`` virtual host."""
+    region: str = Field(default="us-east-1", min_length=1)
+    """The region GetBucketLocation and error bodies report (clients sign with any region)."""
+
+    @field_validator("domain_names", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        # a variable holds "a,b" or a JSON list
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            return json.loads(value)
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        return value
+
+    @field_validator("domain_names")
+    @classmethod
+    def _lower_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(v.lower().rstrip(".") for v in value)
+
+
 class LoggingSettings(_Section):
     """How log lines look and which are written.
 
@@ -269,6 +302,7 @@ class LakeMirrorConfig(BaseSettings):
     logging: LoggingSettings = LoggingSettings()
     replicant: ReplicantSettings = ReplicantSettings()
     gc: GCSettings = GCSettings()
+    gateway: GatewaySettings = GatewaySettings()
     regions: dict[str, RegionSettings] = {}
     """Every region mirrors come from or go to, by name."""
 
