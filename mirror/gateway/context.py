@@ -1,0 +1,123 @@
+"""What a gateway operation receives: the shared state and one authenticated S3 request.
+
+The gateway app (:mod:`mirror.gateway.app`) parses the addressing (path or virtual-host style),
+authenticates the signature (:mod:`mirror.gateway.auth`) and hands each operation an
+:class:`S3Request`; an operation is a :data:`Handler` answering a Starlette response or raising
+:class:`~mirror.gateway.errors.S3Error`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+import anyio.to_thread
+
+from mirror.api.auth.errors import PermissionDeniedError
+from mirror.api.auth.permissions import Permission
+from mirror.gateway.errors import S3Code, S3Error
+
+if TYPE_CHECKING:
+    from starlette.datastructures import Headers, QueryParams
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from mirror.api.auth.store import AuthStore
+    from mirror.api.deps import Caller
+    from mirror.config import GatewaySettings
+    from mirror.core.catalog import Catalog
+
+__all__ = ["GatewayState", "Handler", "S3Request"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class GatewayState:
+    """What every gateway operation shares.
+
+    Attributes:
+        catalog: The versioning core (the same one the REST API serves).
+        auth: Users, keys and policies.
+        settings: The ``gateway`` configuration section.
+    """
+
+    catalog: Catalog
+    auth: AuthStore
+    settings: GatewaySettings
+
+
+@dataclass
+class S3Request:
+    """One authenticated S3 request, addressed.
+
+    Attributes:
+        http: The Starlette request (headers, query, method); never read its body directly.
+        state: The shared state.
+        request_id: The ``x-amz-request-id`` of the answer (also in error bodies).
+        bucket: The bucket (a repository name), ``None`` for service-level calls (ListBuckets).
+        key: The decoded object key ``<ref>/<path>``, ``None`` for bucket-level calls.
+        caller: The authenticated user, with its policies.
+        body: The request body, decoded (aws-chunked) and verified as it is read.
+        content_length: The decoded body length when the request states it.
+    """
+
+    http: Request
+    state: GatewayState
+    request_id: str
+    bucket: str | None
+    key: str | None
+    caller: Caller
+    body: AsyncIterator[bytes]
+    content_length: int | None
+
+    @property
+    def query(self) -> QueryParams:
+        """Return the query parameters."""
+        return self.http.query_params
+
+    @property
+    def headers(self) -> Headers:
+        """Return the request headers."""
+        return self.http.headers
+
+    @property
+    def method(self) -> str:
+        """Return the HTTP method."""
+        return self.http.method
+
+    def ref_and_path(self) -> tuple[str, str]:
+        """Split the key into its ref and the object path (which may be empty).
+
+        Raises:
+            S3Error: NoSuchKey when the request has no key (a bucket-level call).
+        """
+        if self.key is None:
+            raise S3Error(S3Code.NO_SUCH_KEY, bucket=self.bucket)
+        ref, _, path = self.key.partition("/")
+        return ref, path
+
+    def require(self, action: str, resource: str) -> None:
+        """Return if the caller may take ``action`` on ``resource`` (lakeFS's names and ARNs).
+
+        Raises:
+            S3Error: AccessDenied, naming the missing permission after S3's text.
+        """
+        try:
+            self.caller.require(Permission(action, resource))
+        except PermissionDeniedError as exc:
+            raise S3Error(
+                S3Code.ACCESS_DENIED,
+                f"{S3Code.ACCESS_DENIED.description}: {exc}",
+                bucket=self.bucket,
+                key=self.key,
+            ) from exc
+
+    async def run_sync(self, fn: Callable[..., T], *args: object) -> T:
+        """Run a blocking call (the catalog, the KV, a block store) in a worker thread."""
+        return await anyio.to_thread.run_sync(fn, *args)
+
+
+Handler = Callable[[S3Request], Awaitable["Response"]]
+"""An S3 operation: answers a response or raises :class:`~mirror.gateway.errors.S3Error`."""
