@@ -1,0 +1,1 @@
+"""Tests of the S3-compatible gateway."""
