@@ -1,19 +1,264 @@
-"""Listing through the gateway: ListObjects (v1 and v2) and the bucket root's branches."""
+"""Listing through the gateway: ListObjects (v1 and v2) and the bucket root's branches.
+
+Keys are ``<ref>/<path>``. A prefix holding a ``/`` names a ref (a branch, a tag, a commit ID or
+any ref expression) and lists that ref's objects one catalog page at a time; a prefix without one
+lists the repository's branches as common prefixes ``<branch>/``, as lakeFS does, so that a
+client browsing the bucket root sees its branches. Unlike lakeFS, ``encoding-type=url`` is
+honoured (keys are encoded as S3 encodes them, and ``EncodingType`` is echoed) and the v2
+continuation token is opaque.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import quote_plus
 
+from mirror.api.auth.permissions import Action, repository_arn
+from mirror.core.errors import (
+    BranchNotFoundError,
+    CommitNotFoundError,
+    InvalidRefError,
+    RefNotFoundError,
+    TagNotFoundError,
+)
+from mirror.gateway import xml
 from mirror.gateway.errors import S3Code, S3Error
 
 if TYPE_CHECKING:
     from starlette.responses import Response
 
+    from mirror.core.catalog import Catalog
+    from mirror.core.model import ObjectStat
     from mirror.gateway.context import S3Request
 
-__all__ = ["list_objects"]
+__all__ = ["MAX_KEYS", "list_objects"]
+
+MAX_KEYS = 1000
+"""The most keys and common prefixes one answer holds, whatever ``max-keys`` asks."""
+
+_STORAGE_CLASS = "STANDARD"
+_TOKEN_PREFIX = "v1:"
+
+
+@dataclass(frozen=True, slots=True)
+class _Query:
+    """The listing parameters of one request, validated."""
+
+    v2: bool
+    prefix: str
+    delimiter: str
+    after: str
+    max_keys: int
+    requested_max_keys: int
+    encode: bool
+    fetch_owner: bool
+
+
+@dataclass(slots=True)
+class _Page:
+    """One answer: objects (full keys) and common prefixes, in key order."""
+
+    objects: list[tuple[str, ObjectStat]] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    truncated: bool = False
+    last: str = ""
+
+
+def _bad(message: str, bucket: str | None) -> S3Error:
+    return S3Error(
+        S3Code.INVALID_ARGUMENT, f"{S3Code.INVALID_ARGUMENT.description}: {message}", bucket=bucket
+    )
+
+
+def encode_token(key: str) -> str:
+    """Return the opaque continuation token that resumes a listing after ``key``."""
+    raw = (_TOKEN_PREFIX + key).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(token: str, bucket: str | None = None) -> str:
+    """Return the key a continuation token resumes after.
+
+    Raises:
+        S3Error: InvalidArgument for a token this gateway did not issue.
+    """
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raw = ""
+    if not raw.startswith(_TOKEN_PREFIX):
+        raise _bad("The continuation token provided is incorrect", bucket)
+    return raw[len(_TOKEN_PREFIX) :]
+
+
+def _parse(req: S3Request) -> _Query:
+    q = req.query
+    list_type = q.get("list-type")
+    if list_type not in (None, "1", "2"):
+        raise _bad(f"list-type {list_type!r} is not 1 or 2", req.bucket)
+    v2 = list_type == "2"
+    raw_max = q.get("max-keys", str(MAX_KEYS))
+    try:
+        requested = int(raw_max)
+    except ValueError:
+        raise _bad(f"max-keys {raw_max!r} is not an integer", req.bucket) from None
+    if requested < 0:
+        raise _bad(f"max-keys {requested} is negative", req.bucket)
+    encoding = q.get("encoding-type")
+    if encoding is not None and encoding.lower() != "url":
+        raise _bad("Invalid Encoding Method specified in Request", req.bucket)
+    if v2:
+        token = q.get("continuation-token")
+        if token is not None:
+            after = decode_token(token, req.bucket)
+        else:
+            after = q.get("start-after", "")
+    else:
+        after = q.get("marker", "")
+    return _Query(
+        v2=v2,
+        prefix=q.get("prefix", ""),
+        delimiter=q.get("delimiter", ""),
+        after=after,
+        max_keys=min(requested, MAX_KEYS),
+        requested_max_keys=requested,
+        encode=encoding is not None,
+        fetch_owner=q.get("fetch-owner", "false").lower() == "true",
+    )
+
+
+def _list_branches(catalog: Catalog, repository: str, query: _Query) -> _Page:
+    """Return the branches under the prefix as common prefixes ``<branch>/``.
+
+    Branch names sort differently from ``<branch>/`` (``main-x`` < ``main/``), so they are put
+    in key order before the marker cuts them; a repository's branches are few next to its
+    objects.
+    """
+    keys = sorted(b.id + "/" for b in catalog.list_branches(repository, prefix=query.prefix))
+    keys = [k for k in keys if k > query.after]
+    page = _Page(prefixes=keys[: query.max_keys], truncated=len(keys) > query.max_keys)
+    page.last = page.prefixes[-1] if page.prefixes else ""
+    return page
+
+
+def _list_ref(catalog: Catalog, repository: str, query: _Query) -> _Page:
+    """Return one page of the objects of the ref the prefix names."""
+    ref, _, path_prefix = query.prefix.partition("/")
+    base = ref + "/"
+    if query.after.startswith(base):
+        after = query.after[len(base) :]
+    elif query.after > base:
+        # the marker lies beyond every key of this ref
+        return _Page()
+    else:
+        after = ""
+    try:
+        listed = catalog.list_objects(
+            repository,
+            ref,
+            path_prefix,
+            after=after,
+            amount=query.max_keys,
+            delimiter=query.delimiter,
+        )
+    except (
+        RefNotFoundError,
+        BranchNotFoundError,
+        TagNotFoundError,
+        CommitNotFoundError,
+        InvalidRefError,
+    ):
+        # S3 lists no keys under a prefix that matches none; s3a and the AWS CLI list a
+        # path to learn whether it exists
+        return _Page()
+    page = _Page(
+        objects=[(base + s.path, s) for s in listed.objects],
+        prefixes=[base + p for p in listed.common_prefixes],
+        truncated=listed.has_more,
+    )
+    if listed.has_more:
+        page.last = base + listed.next_offset
+    return page
+
+
+def _read(catalog: Catalog, repository: str, query: _Query) -> _Page:
+    if query.max_keys == 0:
+        return _Page()
+    if "/" not in query.prefix:
+        return _list_branches(catalog, repository, query)
+    return _list_ref(catalog, repository, query)
+
+
+def _permission(query: _Query) -> str:
+    # as lakeFS: browsing the root with "/" lists branches, anything else lists objects
+    if query.delimiter == "/" and "/" not in query.prefix:
+        return Action.LIST_BRANCHES
+    return Action.LIST_OBJECTS
+
+
+def _render(req: S3Request, query: _Query, page: _Page) -> ET.Element:
+    def enc(value: str) -> str:
+        return quote_plus(value, safe="/") if query.encode else value
+
+    root = xml.document("ListBucketResult")
+    xml.add(root, "Name", req.bucket)
+    xml.add(root, "Prefix", enc(query.prefix))
+    if query.v2:
+        token = req.query.get("continuation-token")
+        if token is not None:
+            xml.add(root, "ContinuationToken", token)
+        start_after = req.query.get("start-after")
+        if start_after is not None:
+            xml.add(root, "StartAfter", enc(start_after))
+        xml.add(root, "KeyCount", len(page.objects) + len(page.prefixes))
+    else:
+        xml.add(root, "Marker", enc(query.after))
+    xml.add(root, "MaxKeys", query.requested_max_keys)
+    if query.delimiter:
+        xml.add(root, "Delimiter", enc(query.delimiter))
+    if query.encode:
+        xml.add(root, "EncodingType", "url")
+    xml.add(root, "IsTruncated", page.truncated)
+    if page.truncated and query.v2:
+        xml.add(root, "NextContinuationToken", encode_token(page.last))
+    elif page.truncated and (query.delimiter or not page.objects):
+        # S3 gives NextMarker only with a delimiter; a page of prefixes alone has no last key
+        # a client could resume from either
+        xml.add(root, "NextMarker", enc(page.last))
+    owner = req.caller.id
+    for key, stat in page.objects:
+        contents = xml.add(root, "Contents")
+        xml.add(contents, "Key", enc(key))
+        xml.add(contents, "LastModified", xml.iso_time(stat.entry.mtime))
+        xml.add(contents, "ETag", f'"{stat.entry.checksum}"')
+        xml.add(contents, "Size", stat.entry.size)
+        if not query.v2 or query.fetch_owner:
+            # no per-object owner is recorded: every key belongs to the requester's account
+            owner_el = xml.add(contents, "Owner")
+            xml.add(owner_el, "ID", owner)
+            xml.add(owner_el, "DisplayName", owner)
+        xml.add(contents, "StorageClass", _STORAGE_CLASS)
+    for prefix in page.prefixes:
+        xml.add(xml.add(root, "CommonPrefixes"), "Prefix", enc(prefix))
+    return root
 
 
 async def list_objects(req: S3Request) -> Response:
-    """Answer ListObjects (v1) or ListObjectsV2 (``list-type=2``) on a bucket."""
-    raise S3Error(S3Code.NOT_IMPLEMENTED, bucket=req.bucket)
+    """Answer ListObjects (v1) or ListObjectsV2 (``list-type=2``) on a bucket.
+
+    Raises:
+        S3Error: InvalidArgument for a bad ``list-type``, ``max-keys``, ``encoding-type`` or
+            continuation token; AccessDenied without ``fs:ListObjects`` (``fs:ListBranches``
+            for the bucket root with delimiter ``/``); the catalog's errors as mapped.
+    """
+    bucket = req.bucket
+    if bucket is None:
+        raise S3Error(S3Code.NO_SUCH_BUCKET)
+    query = _parse(req)
+    req.require(_permission(query), repository_arn(bucket))
+    page = await req.run_sync(_read, req.state.catalog, bucket, query)
+    return xml.xml_response(_render(req, query, page))
