@@ -25,7 +25,7 @@ from mirror.core.errors import (
     RefNotFoundError,
     TagNotFoundError,
 )
-from mirror.gateway import xml
+from mirror.gateway import mapping, xml
 from mirror.gateway.errors import S3Code, S3Error
 
 if TYPE_CHECKING:
@@ -253,12 +253,14 @@ async def list_objects(req: S3Request) -> Response:
     Raises:
         S3Error: InvalidArgument for a bad ``list-type``, ``max-keys``, ``encoding-type`` or
             continuation token; AccessDenied without ``fs:ListObjects`` (``fs:ListBranches``
-            for the bucket root with delimiter ``/``); the catalog's errors as mapped.
+            for the bucket root with delimiter ``/``); the catalog's errors as
+            :mod:`mirror.gateway.mapping` answers them (NoSuchBucket, SlowDown on a mirror
+            whose metadata has not arrived).
     """
     bucket = req.bucket
     if bucket is None:
         raise S3Error(S3Code.NO_SUCH_BUCKET)
     query = _parse(req)
     req.require(_permission(query), repository_arn(bucket))
-    page = await req.run_sync(_read, req.state.catalog, bucket, query)
+    page = await mapping.call(req, _read, req.state.catalog, bucket, query)
     return xml.xml_response(_render(req, query, page))

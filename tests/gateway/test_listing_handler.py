@@ -264,3 +264,12 @@ def test_permissions_as_lakefs_checks_them(gw: Gateway) -> None:
     assert gw.call("lister", prefix="main/") is not None
     with pytest.raises(S3Error):
         gw.call("lister", delimiter="/")
+
+
+def test_an_unknown_bucket_answers_no_such_bucket(gw: Gateway) -> None:
+    with pytest.raises(S3Error) as err:
+        gw.call(bucket="nosuchrepo", prefix="main/")
+    assert err.value.code is S3Code.NO_SUCH_BUCKET
+    with pytest.raises(S3Error) as root:
+        gw.call(bucket="nosuchrepo", delimiter="/")
+    assert root.value.code is S3Code.NO_SUCH_BUCKET
