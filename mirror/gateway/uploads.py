@@ -1,0 +1,237 @@
+r"""Multipart uploads in progress: their records in the KV, their parts in the storage namespace.
+
+Several server processes share one KV, so an upload lives there and nowhere else: any process
+answers any call of an upload. Per repository::
+
+    gateway/multipart/<repo>/id/<upload ID>                   the upload record
+    gateway/multipart/<repo>/key/<ref/path>\x00<upload ID>    index for ListMultipartUploads
+    gateway/multipart/<repo>/part/<upload ID>/<NNNNN>         one part record
+
+Upload IDs start with the time of creation in hexadecimal, so the index lists the uploads of one
+key in the order they were started (as S3 does), and end with 128 random bits, so that an upload
+ID cannot be guessed.
+
+A part's bytes are written once, at a fresh key under :data:`PARTS_PREFIX` of the repository's
+storage namespace: garbage collection sweeps only ``data/``, so parts stay until their upload is
+completed or aborted, and everything under the upload's prefix is then deleted (parts uploaded
+again under the same number included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+
+from mirror.block.protocol import BlockStore
+from mirror.errors import LakeMirrorError
+from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
+from mirror.kv.protocol import KV
+
+__all__ = [
+    "MAX_PART_NUMBER",
+    "PARTS_PREFIX",
+    "Part",
+    "Upload",
+    "UploadStore",
+    "new_upload_id",
+    "part_address",
+]
+
+PARTS_PREFIX = "_lakefs/multipart/"
+"""Where parts live in a storage namespace (outside ``data/``, which garbage collection sweeps)."""
+MAX_PART_NUMBER = 10_000
+"""S3's highest part number."""
+
+_ROOT = b"gateway/multipart/"
+
+
+def new_upload_id(now: float | None = None) -> str:
+    """Return a fresh upload ID: creation time in microseconds, then 128 random bits (hex)."""
+    micros = int((time.time() if now is None else now) * 1_000_000)
+    return f"{micros:014x}{secrets.token_hex(16)}"
+
+
+def _is_upload_id(value: str) -> bool:
+    return len(value) == 46 and all(c in "0123456789abcdef" for c in value)
+
+
+def part_address(upload_id: str, number: int) -> str:
+    """Return a fresh namespace key for the bytes of part ``number`` (one per attempt)."""
+    return f"{PARTS_PREFIX}{upload_id}/{number:05d}-{secrets.token_hex(8)}"
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A multipart upload in progress.
+
+    Attributes:
+        repository: The repository (bucket).
+        upload_id: The upload ID.
+        branch: The branch the object is completed on.
+        path: The object path.
+        initiated: Creation time, epoch seconds.
+        initiator: The ID of the user who started it.
+        content_type: The content type the object gets, ``None`` for the default.
+        metadata: The user metadata the object gets.
+    """
+
+    repository: str
+    upload_id: str
+    branch: str
+    path: str
+    initiated: float
+    initiator: str
+    content_type: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """Return the S3 key, ``<branch>/<path>``."""
+        return f"{self.branch}/{self.path}"
+
+    def encode(self) -> bytes:
+        """Return the KV encoding of the record."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Upload:
+        """Decode a record written by :meth:`encode`."""
+        return cls(**json.loads(data))
+
+
+@dataclass(frozen=True)
+class Part:
+    """One uploaded part.
+
+    Attributes:
+        number: The part number, 1 to 10,000.
+        md5: The hexadecimal MD5 of the part's bytes (its ETag, unquoted).
+        size: Its size in bytes.
+        address: Its key in the repository's storage namespace.
+        modified: When it was uploaded, epoch seconds.
+    """
+
+    number: int
+    md5: str
+    size: int
+    address: str
+    modified: float
+
+    def encode(self) -> bytes:
+        """Return the KV encoding of the record."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Part:
+        """Decode a record written by :meth:`encode`."""
+        return cls(**json.loads(data))
+
+
+def _repo(repository: str) -> bytes:
+    return _ROOT + repository.encode() + b"/"
+
+
+def _id_key(repository: str, upload_id: str) -> bytes:
+    return _repo(repository) + b"id/" + upload_id.encode()
+
+
+def _index_prefix(repository: str) -> bytes:
+    return _repo(repository) + b"key/"
+
+
+def _index_key(upload: Upload) -> bytes:
+    return (
+        _index_prefix(upload.repository) + upload.key.encode() + b"\x00" + upload.upload_id.encode()
+    )
+
+
+def _parts_prefix(repository: str, upload_id: str) -> bytes:
+    return _repo(repository) + b"part/" + upload_id.encode() + b"/"
+
+
+class UploadStore:
+    """Multipart uploads of every repository, in the shared KV.
+
+    Args:
+        kv: The KV the catalog uses.
+    """
+
+    def __init__(self, kv: KV) -> None:
+        self._kv = kv
+
+    def create(self, upload: Upload) -> None:
+        """Record a new upload (its index entry first, so listing never misses a live upload)."""
+        self._kv.set(_index_key(upload), upload.upload_id.encode())
+        self._kv.set_if(_id_key(upload.repository, upload.upload_id), upload.encode(), None)
+
+    def get(self, repository: str, upload_id: str) -> Upload | None:
+        """Return the upload, or ``None`` when there is none by that ID (never started or ended)."""
+        if not _is_upload_id(upload_id):
+            return None
+        try:
+            return Upload.decode(self._kv.get(_id_key(repository, upload_id)))
+        except KeyNotFoundError:
+            return None
+
+    def uploads(
+        self, repository: str, *, prefix: str = "", key_marker: str = "", id_marker: str = ""
+    ) -> Iterator[Upload]:
+        """Yield the uploads of ``repository`` in key order, then by start time.
+
+        Args:
+            repository: The repository.
+            prefix: Only keys starting with it.
+            key_marker: Only keys after it; with ``id_marker``, also the uploads of this key
+                whose ID sorts after ``id_marker``.
+            id_marker: See ``key_marker``.
+        """
+        base = _index_prefix(repository)
+        start = base + max(prefix, key_marker).encode()
+        for index, value in self._kv.scan(base + prefix.encode(), start):
+            key = index[len(base) :].rpartition(b"\x00")[0].decode()
+            upload_id = value.decode()
+            if key_marker and (key < key_marker or (key == key_marker and not id_marker)):
+                continue
+            if key == key_marker and upload_id <= id_marker:
+                continue
+            upload = self.get(repository, upload_id)
+            if upload is None:
+                # an index entry whose upload ended between the two writes of remove()
+                continue
+            yield upload
+
+    def put_part(self, upload: Upload, part: Part) -> None:
+        """Record ``part`` (replacing an earlier upload of the same number)."""
+        key = _parts_prefix(upload.repository, upload.upload_id) + f"{part.number:05d}".encode()
+        self._kv.set(key, part.encode())
+
+    def parts(self, upload: Upload, *, after: int = 0) -> Iterator[Part]:
+        """Yield the parts of ``upload`` numbered above ``after``, in ascending order."""
+        prefix = _parts_prefix(upload.repository, upload.upload_id)
+        start = prefix + f"{after + 1:05d}".encode() if after < MAX_PART_NUMBER else prefix + b"~"
+        for _, value in self._kv.scan(prefix, start):
+            yield Part.decode(value)
+
+    def remove(self, upload: Upload, store: BlockStore) -> bool:
+        """End ``upload``: forget it and delete its parts' bytes.
+
+        Returns:
+            ``False`` if another call ended it first (nothing done by this one).
+        """
+        try:
+            self._kv.delete_if(_id_key(upload.repository, upload.upload_id), upload.encode())
+        except KVPreconditionFailedError:
+            return False
+        self._kv.delete(_index_key(upload))
+        prefix = _parts_prefix(upload.repository, upload.upload_id)
+        for key, _ in list(self._kv.scan(prefix)):
+            self._kv.delete(key)
+        for info in list(store.list(f"{PARTS_PREFIX}{upload.upload_id}/")):
+            with contextlib.suppress(LakeMirrorError):
+                # best effort: a part left behind is only space, never data of a live object
+                store.delete(info.key)
+        return True
