@@ -224,6 +224,8 @@ class AuthSettings(_Section):
     admin_user: str = Field(default="admin", min_length=1)
     admin_access_key_id: SecretStr | None = None
     admin_secret_access_key: SecretStr | None = None
+    encrypt_secret_key: SecretStr | None = None
+    """Encrypts stored secret access keys (required with DynamoDB; generated under SQLite)."""
 
 
 class GatewaySettings(_Section):

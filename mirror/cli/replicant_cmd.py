@@ -84,6 +84,7 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     mirrors over on its next lease round) while the configuration API drains its requests, all
     within ``replicant.shutdown_timeout``; then the process exits with 0.
     """
+    from mirror.api.auth.secrets import optional_cipher
     from mirror.api.auth.store import AuthStore
     from mirror.cli.server import block_resolver, block_settings, open_kv
     from mirror.cli.serving import serve
@@ -113,7 +114,7 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
         except InvalidValueError as exc:
             print(f"lakemirror replicant: {exc}", file=err, flush=True)
             return 2
-        app = create_replicant_app(service, AuthStore(kv))
+        app = create_replicant_app(service, AuthStore(kv, cipher=optional_cipher(config)))
         host, port = config.replicant.host, config.replicant.port
         print(
             f"replicant of region {settings.region} on http://{host}:{port}/service/replication/v1",

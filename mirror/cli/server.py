@@ -10,6 +10,7 @@ from pydantic import SecretStr
 
 from mirror.api.app import create_app
 from mirror.api.auth.errors import SetupDoneError
+from mirror.api.auth.secrets import cipher_from_config
 from mirror.api.auth.store import AuthStore
 from mirror.block.resolver import BlockResolver
 from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers
@@ -264,7 +265,7 @@ def build_app(
     root = config.local_root().resolve()
     return create_app(
         catalog,
-        AuthStore(catalog.kv),
+        AuthStore(catalog.kv, cipher=cipher_from_config(config)),
         local_root=root,
         namespace_schemes=schemes,
         worker_header=worker_header,
@@ -304,7 +305,8 @@ def run_server(config: LakeMirrorConfig, *, out: TextIO, wait_for_setup: bool = 
     kv_open = True
     try:
         try:
-            bootstrap_auth(AuthStore(catalog.kv), config.auth, out, wait_for_setup=wait_for_setup)
+            auth = AuthStore(catalog.kv, cipher=cipher_from_config(config))
+            bootstrap_auth(auth, config.auth, out, wait_for_setup=wait_for_setup)
         except (ConfigurationError, UnavailableError) as exc:
             return _fail(exc)
         processes = f" ({workers} workers)" if workers > 1 else ""

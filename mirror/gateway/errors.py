@@ -24,6 +24,14 @@ class S3Code(Enum):
     """The S3 error codes the gateway answers with, each with its HTTP status and usual text."""
 
     ACCESS_DENIED = _Code("AccessDenied", 403, "Access Denied")
+    AUTHORIZATION_HEADER_MALFORMED = _Code(
+        "AuthorizationHeaderMalformed", 400, "The authorization header is malformed"
+    )
+    AUTHORIZATION_QUERY_PARAMETERS_ERROR = _Code(
+        "AuthorizationQueryParametersError",
+        400,
+        "The authorization query parameters are malformed",
+    )
     BAD_DIGEST = _Code(
         "BadDigest",
         400,

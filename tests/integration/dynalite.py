@@ -51,6 +51,7 @@ class Dynalite:
         """Return the ``LAKEMIRROR_*`` variables of a KV in ``table`` on this server."""
         return {
             "LAKEMIRROR_KV__TYPE": "dynamodb",
+            "LAKEMIRROR_AUTH__ENCRYPT_SECRET_KEY": "test secret encryption key",
             "LAKEMIRROR_KV__DYNAMODB__TABLE": table,
             "LAKEMIRROR_KV__DYNAMODB__ENDPOINT_URL": self.url,
             "LAKEMIRROR_KV__DYNAMODB__REGION": self.region,

@@ -157,6 +157,7 @@ def aws_backend_env(
     """
     return {
         "LAKEMIRROR_KV__TYPE": "dynamodb",
+        "LAKEMIRROR_AUTH__ENCRYPT_SECRET_KEY": "test secret encryption key",
         "LAKEMIRROR_KV__DYNAMODB__TABLE": table,
         "LAKEMIRROR_KV__DYNAMODB__ENDPOINT_URL": server.url,
         "LAKEMIRROR_KV__DYNAMODB__REGION": server.region,

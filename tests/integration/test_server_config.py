@@ -56,6 +56,7 @@ def serving(
 def aws_env(moto: MotoServer, table: str, *, create_table: bool) -> dict[str, str]:
     return {
         "LAKEMIRROR_KV__TYPE": "dynamodb",
+        "LAKEMIRROR_AUTH__ENCRYPT_SECRET_KEY": "test secret encryption key",
         "LAKEMIRROR_KV__DYNAMODB__TABLE": table,
         "LAKEMIRROR_KV__DYNAMODB__ENDPOINT_URL": moto.url,
         "LAKEMIRROR_KV__DYNAMODB__REGION": moto.region,

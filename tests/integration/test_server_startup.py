@@ -59,6 +59,7 @@ def only_line(result: subprocess.CompletedProcess[str]) -> str:
 def dynamo_env(url: str, table: str) -> dict[str, str]:
     return {
         "LAKEMIRROR_KV__TYPE": "dynamodb",
+        "LAKEMIRROR_AUTH__ENCRYPT_SECRET_KEY": "test secret encryption key",
         "LAKEMIRROR_KV__DYNAMODB__TABLE": table,
         "LAKEMIRROR_KV__DYNAMODB__ENDPOINT_URL": url,
         "LAKEMIRROR_KV__DYNAMODB__REGION": "us-east-1",

@@ -1,7 +1,13 @@
 """Access keys of the auth store and signing in with them.
 
-Secrets are never stored: only salted hashes. A successful verification is remembered in memory
-(keyed by a per-process HMAC of the secret) so that scrypt runs once per key, not per request.
+A secret is stored twice, never in the clear: as a salted hash, which the REST API signs in
+with, and sealed with the configured key (:mod:`.secrets`), which the S3 gateway opens to
+recompute signatures. A successful verification is remembered in memory (keyed by a per-process
+HMAC of the secret) so that scrypt runs once per key, not per request.
+
+Keys stored before secrets were sealed have only the hash. The first REST sign-in with such a
+key, the plain secret then being known, adds the sealed secret to the record by compare-and-swap;
+until then the gateway refuses the key and says why.
 """
 
 from __future__ import annotations
@@ -9,12 +15,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mirror.api.auth.errors import (
     AuthenticationError,
     CredentialsNotFoundError,
     InvalidAuthValueError,
+    SecretKeyMismatchError,
+    SecretNotStoredError,
 )
 from mirror.api.auth.hashing import (
     hash_secret,
@@ -24,12 +32,20 @@ from mirror.api.auth.hashing import (
 )
 from mirror.api.auth.model import Credential, NewCredential, Policy, User
 from mirror.api.auth.policy_records import PolicyRecords
-from mirror.api.auth.records import KEY_ID_PATTERN, changes, check_key_id, encode, record_key
-from mirror.kv.errors import KVPreconditionFailedError
+from mirror.api.auth.records import (
+    KEY_ID_PATTERN,
+    changes,
+    check_key_id,
+    decode,
+    encode,
+    record_key,
+)
+from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
 
-__all__ = ["CredentialRecords", "SignedIn"]
+__all__ = ["CredentialRecords", "SignedIn", "SigningKey"]
 
 _VERIFIED_MAX = 10_000
+_SEAL_TRIES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +54,15 @@ class SignedIn:
 
     user: User
     policies: tuple[Policy, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    """What verifying a request signed with an access key needs: its secret, user and policies."""
+
+    user: User
+    policies: tuple[Policy, ...]
+    secret: str = field(repr=False)
 
 
 class CredentialRecords(PolicyRecords):
@@ -56,7 +81,9 @@ class CredentialRecords(PolicyRecords):
         self.get_user(user_id)
         key_id = check_key_id(access_key_id) if access_key_id else new_access_key_id()
         plain = secret or new_secret_access_key()
-        cred = Credential(key_id, user_id, self.now(), hash_secret(plain))
+        cred = Credential(
+            key_id, user_id, self.now(), hash_secret(plain), self._seal(key_id, plain)
+        )
         try:
             self.kv.set_if(record_key("credentials", key_id), encode(cred.to_dict()), None)
         except KVPreconditionFailedError as exc:
@@ -144,6 +171,7 @@ class CredentialRecords(PolicyRecords):
         ):
             if not verify_secret(secret, cred.secret_hash):
                 raise failed
+            self._store_sealed(cred, secret)
             with self._lock:
                 if len(self._verified) >= _VERIFIED_MAX:
                     self._verified.clear()
@@ -157,3 +185,87 @@ class CredentialRecords(PolicyRecords):
         if user is None:
             raise failed
         return user
+
+    def secret_for_signing(self, access_key_id: str) -> SigningKey:
+        """Return the plain secret of an access key, with its user and effective policies.
+
+        Raises:
+            CredentialsNotFoundError: no such access key.
+            AuthenticationError: the key's user is gone.
+            SecretNotStoredError: the key predates encrypted secrets (or this store has no
+                cipher): rotate it, or sign in with it once on the REST API.
+            SecretKeyMismatchError: its secret was sealed with another encryption key.
+        """
+        generation = self._cache.generation()
+        unknown = CredentialsNotFoundError(f"access key {access_key_id!r} not found")
+        if not KEY_ID_PATTERN.fullmatch(access_key_id):
+            raise unknown
+
+        def load_credential() -> Credential | None:
+            record = self._get(record_key("credentials", access_key_id))
+            return None if record is None else Credential.from_dict(record)
+
+        cred = self._cache.fetch("credential", access_key_id, generation, load_credential)
+        if cred is None:
+            raise unknown
+        if self.cipher is None:
+            raise SecretNotStoredError(
+                "this server keeps no encrypted secrets (no auth.encrypt_secret_key): signed "
+                "requests cannot be verified"
+            )
+        if cred.encrypted_secret is None:
+            raise SecretNotStoredError(
+                f"access key {access_key_id!r} predates encrypted secrets: rotate it (create a "
+                "new key), or sign in with it once on the REST API"
+            )
+        secret = self.cipher.open(access_key_id, cred.encrypted_secret)
+
+        def load_user() -> User | None:
+            record = self._get(record_key("users", cred.user_id))
+            return None if record is None else User.from_dict(record)
+
+        user = self._cache.fetch("user", cred.user_id, generation, load_user)
+        if user is None:
+            raise AuthenticationError(
+                f"error authenticating request: the user of access key {access_key_id!r} is gone"
+            )
+        return SigningKey(user, self._effective_policies(user.id, generation), secret)
+
+    def _seal(self, access_key_id: str, secret: str) -> str | None:
+        return None if self.cipher is None else self.cipher.seal(access_key_id, secret)
+
+    def _opens(self, access_key_id: str, sealed: object) -> bool:
+        if self.cipher is None or not isinstance(sealed, str):
+            return False
+        try:
+            self.cipher.open(access_key_id, sealed)
+        except SecretKeyMismatchError:
+            return False
+        return True
+
+    def _store_sealed(self, verified: Credential, secret: str) -> None:
+        """Add the sealed ``secret`` to a record that lacks it (or whose seal does not open).
+
+        Compare-and-swap on the record: a concurrent rotation or migration wins, and nothing it
+        wrote is lost.
+        """
+        if self.cipher is None or self._opens(verified.access_key_id, verified.encrypted_secret):
+            return
+        key = record_key("credentials", verified.access_key_id)
+        for _ in range(_SEAL_TRIES):
+            try:
+                raw = self.kv.get(key)
+            except KeyNotFoundError:
+                return
+            record = decode(raw)
+            if record.get("secret_hash") != verified.secret_hash or self._opens(
+                verified.access_key_id, record.get("encrypted_secret")
+            ):
+                return
+            record["encrypted_secret"] = self.cipher.seal(verified.access_key_id, secret)
+            try:
+                self.kv.set_if(key, encode(record), raw)
+            except KVPreconditionFailedError:
+                continue
+            self._cache.renew()
+            return

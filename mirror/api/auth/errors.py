@@ -21,6 +21,8 @@ __all__ = [
     "PolicyAttachmentNotFoundError",
     "PolicyExistsError",
     "PolicyNotFoundError",
+    "SecretKeyMismatchError",
+    "SecretNotStoredError",
     "SetupDoneError",
     "UserExistsError",
     "UserNotFoundError",
@@ -69,3 +71,11 @@ class SetupDoneError(AlreadyExistsError):
 
 class InvalidAuthValueError(InvalidValueError):
     """A user, group, policy or key ID, or a policy statement, is malformed."""
+
+
+class SecretNotStoredError(AuthenticationError):
+    """The access key predates encrypted secrets: only its hash is stored, not the secret."""
+
+
+class SecretKeyMismatchError(AuthenticationError):
+    """The stored secret does not open with the configured ``auth.encrypt_secret_key``."""

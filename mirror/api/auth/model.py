@@ -50,26 +50,40 @@ class User:
 
 @dataclass(frozen=True, slots=True)
 class Credential:
-    """A stored access key: its owner and the salted hash of its secret."""
+    """A stored access key: its owner, the salted hash of its secret and the sealed secret.
+
+    ``encrypted_secret`` is ``None`` for a key stored before secrets were encrypted (see
+    :mod:`mirror.api.auth.secrets`); the REST API signs in with the hash alone.
+    """
 
     access_key_id: str
     user_id: str
     creation_date: int
     secret_hash: str = field(repr=False)
+    encrypted_secret: str | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the fields as a JSON-ready dictionary."""
-        return {
+        record: dict[str, Any] = {
             "access_key_id": self.access_key_id,
             "user_id": self.user_id,
             "creation_date": self.creation_date,
             "secret_hash": self.secret_hash,
         }
+        if self.encrypted_secret is not None:
+            record["encrypted_secret"] = self.encrypted_secret
+        return record
 
     @classmethod
     def from_dict(cls, r: dict[str, Any]) -> Credential:
         """Build a credential from :meth:`to_dict` output."""
-        return cls(r["access_key_id"], r["user_id"], int(r["creation_date"]), r["secret_hash"])
+        return cls(
+            r["access_key_id"],
+            r["user_id"],
+            int(r["creation_date"]),
+            r["secret_hash"],
+            r.get("encrypted_secret"),
+        )
 
 
 @dataclass(frozen=True, slots=True)

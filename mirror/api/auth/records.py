@@ -3,7 +3,8 @@
 Layout (every ID is free of ``/``):
 
 - ``auth/users/<user>``, ``auth/groups/<group>``, ``auth/policies/<policy>``: the records.
-- ``auth/credentials/<key>``: an access key with its owner and the scrypt hash of its secret.
+- ``auth/credentials/<key>``: an access key with its owner, the scrypt hash of its secret and
+  the secret sealed with the configured key (:mod:`.secrets`).
 - ``auth/user-credentials/<user>/<key>``, ``auth/group-members/<group>/<user>``,
   ``auth/user-groups/<user>/<group>``, ``auth/user-policies/<user>/<policy>``,
   ``auth/group-policies/<group>/<policy>``, ``auth/policy-users/<policy>/<user>``,
@@ -25,6 +26,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from mirror.api.auth.cache import AUTH_CACHE_SIZE, AUTH_CACHE_TTL_SECONDS, AuthCache
 from mirror.api.auth.errors import InvalidAuthValueError
+from mirror.api.auth.secrets import SecretCipher
 from mirror.kv.errors import KeyNotFoundError
 from mirror.kv.protocol import KV
 
@@ -128,6 +130,9 @@ class AuthRecords:
         cache_ttl: Seconds a cached record serves at most while the auth generation stands
             (``0``: no cache).
         cache_size: Records cached at most.
+        cipher: Seals the secrets of new keys, and of old ones as they sign in, so that the S3
+            gateway can verify signatures; ``None``: secrets are only hashed (the gateway then
+            refuses every key).
     """
 
     def __init__(
@@ -137,8 +142,10 @@ class AuthRecords:
         *,
         cache_ttl: float = AUTH_CACHE_TTL_SECONDS,
         cache_size: int = AUTH_CACHE_SIZE,
+        cipher: SecretCipher | None = None,
     ) -> None:
         self.kv = kv
+        self.cipher = cipher
         self._clock = clock
         self._process_key = secrets.token_bytes(32)
         self._verified: dict[str, tuple[str, bytes]] = {}

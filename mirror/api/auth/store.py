@@ -14,7 +14,7 @@ applies to every request that starts after it was acknowledged.
 from __future__ import annotations
 
 from mirror.api.auth.builtin import ADMINS, BUILTIN_GROUPS, BUILTIN_POLICIES
-from mirror.api.auth.credentials import CredentialRecords, SignedIn
+from mirror.api.auth.credentials import CredentialRecords, SignedIn, SigningKey
 from mirror.api.auth.errors import (
     GroupExistsError,
     InvalidAuthValueError,
@@ -27,7 +27,7 @@ from mirror.api.auth.model import Credential, NewCredential, Policy
 from mirror.api.auth.records import changes, check_id, check_key_id, encode, record_key
 from mirror.kv.errors import KVPreconditionFailedError
 
-__all__ = ["AUTH_CHANGE_BOUND_SECONDS", "AuthStore", "SignedIn"]
+__all__ = ["AUTH_CHANGE_BOUND_SECONDS", "AuthStore", "SignedIn", "SigningKey"]
 
 _SETUP = b"auth/setup"
 
@@ -47,6 +47,8 @@ class AuthStore(CredentialRecords):
         cache_ttl: Seconds a cached record serves at most while the auth generation stands
             (``0``: no cache).
         cache_size: Records cached at most.
+        cipher: Seals secret access keys for the S3 gateway (:mod:`.secrets`); ``None``: keys
+            are only hashed, and the gateway refuses them.
     """
 
     # installation
@@ -109,7 +111,7 @@ class AuthStore(CredentialRecords):
 
         The user, its Admins membership and the key are created when missing; a key whose
         stored hash does not match ``secret`` gets the new hash. Returns whether anything
-        was created or changed.
+        was created or changed. A key stored without its sealed secret gets it.
 
         Raises:
             InvalidAuthValueError: the key belongs to another user, or an ID is malformed.
@@ -147,9 +149,16 @@ class AuthStore(CredentialRecords):
                 )
             if not verify_secret(secret, cred.secret_hash):
                 updated = Credential(
-                    access_key_id, user_id, cred.creation_date, hash_secret(secret)
+                    access_key_id,
+                    user_id,
+                    cred.creation_date,
+                    hash_secret(secret),
+                    self._seal(access_key_id, secret),
                 )
                 self.kv.set(record_key("credentials", access_key_id), encode(updated.to_dict()))
+                changed = True
+            elif self.cipher is not None and not self._opens(access_key_id, cred.encrypted_secret):
+                self._store_sealed(cred, secret)
                 changed = True
         if not self.is_initialized():
             try:

@@ -1,0 +1,180 @@
+"""Who sent an S3 request: its AWS signature verified against the auth store, and its body.
+
+:func:`authenticate` accepts SigV4 (``Authorization`` header or presigned URL, every
+``x-amz-content-sha256`` form including ``aws-chunked`` bodies) and SigV2 (header or presigned
+``Expires`` URL). It reads no byte of the body (clients wait on ``Expect: 100-continue`` for the
+verdict); the body it hands back is decoded and verified as it is read, and raises
+:class:`~mirror.gateway.errors.S3Error` as soon as it fails a check. The gateway has no
+anonymous access, as lakeFS's has none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+import anyio.to_thread
+
+from mirror.api.auth.errors import (
+    AuthenticationError,
+    CredentialsNotFoundError,
+    SecretKeyMismatchError,
+    SecretNotStoredError,
+)
+from mirror.api.auth.model import User
+from mirror.api.deps import Caller
+from mirror.gateway.errors import S3Code, S3Error
+from mirror.gateway.sig.canonical import WireRequest
+from mirror.gateway.sig.chunked import ChunkedFormat, decode_aws_chunked
+from mirror.gateway.sig.payload import checked_body, payload_checks
+from mirror.gateway.sig.v2 import V2Auth, check_time_v2, parse_v2, verify_v2
+from mirror.gateway.sig.v4 import STREAMING_PAYLOADS, V4Auth, check_time, parse_v4, verify_v4
+from mirror.logging import note_user
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from mirror.api.auth.credentials import SigningKey
+    from mirror.api.auth.store import AuthStore
+    from mirror.config import GatewaySettings
+
+__all__ = ["Authenticated", "authenticate", "wire_request"]
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    """An S3 request whose signature is verified.
+
+    Attributes:
+        caller: The signing key's user, with the key's effective policies.
+        access_key_id: The key that signed the request.
+        body: The request body, decoded (``aws-chunked``) and verified as it is read; raises
+            :class:`~mirror.gateway.errors.S3Error` on a failed check (then keep nothing).
+        content_length: The decoded body length when the request states it.
+    """
+
+    caller: Caller
+    access_key_id: str
+    body: AsyncIterator[bytes]
+    content_length: int | None
+
+    @property
+    def user(self) -> User:
+        """Return the signing key's user."""
+        return self.caller.user
+
+
+def _text(raw: bytes) -> str:
+    # header values arrive as bytes; clients sign them as UTF-8 text
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def wire_request(request: Request) -> WireRequest:
+    """Return the parts of ``request`` a signature covers, as they came over the wire."""
+    scope = request.scope
+    raw_path = scope.get("raw_path")
+    path = raw_path.decode("latin-1") if raw_path else quote(scope.get("path", "/"), safe="/")
+    return WireRequest(
+        method=request.method.upper(),
+        raw_path=path.partition("?")[0],
+        raw_query=scope.get("query_string", b"").decode("latin-1"),
+        headers=tuple((k.decode("latin-1").lower(), _text(v)) for k, v in scope["headers"]),
+    )
+
+
+def _host_bucket(request: WireRequest, settings: GatewaySettings) -> str | None:
+    host = (request.header("host") or "").split(":", 1)[0].lower().rstrip(".")
+    for domain in settings.domain_names:
+        if host.endswith("." + domain):
+            return host[: -len(domain) - 1]
+    return None
+
+
+def _key_for(auth: AuthStore, access_key_id: str) -> SigningKey:
+    try:
+        return auth.secret_for_signing(access_key_id)
+    except CredentialsNotFoundError as exc:
+        raise S3Error(S3Code.INVALID_ACCESS_KEY_ID) from exc
+    except (SecretNotStoredError, SecretKeyMismatchError) as exc:
+        raise S3Error(S3Code.ACCESS_DENIED, f"{S3Code.ACCESS_DENIED.description}: {exc}") from exc
+    except AuthenticationError as exc:
+        raise S3Error(S3Code.ACCESS_DENIED, f"{S3Code.ACCESS_DENIED.description}: {exc}") from exc
+
+
+def _length(value: str | None, name: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        length = int(value)
+    except ValueError:
+        length = -1
+    if length < 0:
+        raise S3Error(S3Code.INVALID_ARGUMENT, f"{S3Code.INVALID_ARGUMENT.description}: {name}")
+    return length
+
+
+async def authenticate(
+    request: Request,
+    auth: AuthStore,
+    settings: GatewaySettings,
+    *,
+    now: Callable[[], float] = time.time,
+) -> Authenticated:
+    """Verify the AWS signature of ``request`` and return who sent it, with its body.
+
+    Args:
+        request: The request; its body is not read here.
+        auth: The auth store holding the access keys.
+        settings: The gateway settings (domain names, for SigV2's virtual-hosted resource).
+        now: Returns the current time in epoch seconds.
+
+    Raises:
+        S3Error: AccessDenied (no signature, an expired URL, a key whose secret cannot be
+            recovered), InvalidAccessKeyId, SignatureDoesNotMatch, RequestTimeTooSkewed,
+            AuthorizationHeaderMalformed, AuthorizationQueryParametersError, InvalidRequest,
+            InvalidDigest, InvalidArgument.
+    """
+    wire = wire_request(request)
+    v4: V4Auth | None = parse_v4(wire)
+    v2: V2Auth | None = None if v4 is not None else parse_v2(wire)
+    if v4 is not None:
+        check_time(v4, now())
+        access_key_id = v4.access_key_id
+    elif v2 is not None:
+        check_time_v2(wire, v2, now())
+        access_key_id = v2.access_key_id
+    else:
+        raise S3Error(
+            S3Code.ACCESS_DENIED,
+            f"{S3Code.ACCESS_DENIED.description}: the request carries no AWS signature",
+        )
+    key = await anyio.to_thread.run_sync(_key_for, auth, access_key_id)
+    body: AsyncIterator[bytes] = request.stream()
+    if v4 is not None:
+        verified = verify_v4(wire, v4, key.secret)
+        if v4.payload_hash in STREAMING_PAYLOADS:
+            decoded = _length(
+                wire.header("x-amz-decoded-content-length"), "x-amz-decoded-content-length"
+            )
+            if decoded is None:
+                raise S3Error(S3Code.MISSING_CONTENT_LENGTH)
+            fmt = ChunkedFormat.of(v4.payload_hash, wire.header("x-amz-trailer"))
+            checks = payload_checks(wire, None, decoded)
+            body = checked_body(decode_aws_chunked(body, fmt, verified), checks)
+            content_length: int | None = decoded
+        else:
+            content_length = _length(wire.header("content-length"), "content-length")
+            body = checked_body(body, payload_checks(wire, v4.payload_hash, content_length))
+    else:
+        assert v2 is not None
+        verify_v2(wire, v2, key.secret, bucket=_host_bucket(wire, settings))
+        content_length = _length(wire.header("content-length"), "content-length")
+        body = checked_body(body, payload_checks(wire, None, content_length))
+    note_user(key.user.id)
+    return Authenticated(Caller(auth, key.user, key.policies), access_key_id, body, content_length)
