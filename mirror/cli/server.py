@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from fastapi import FastAPI
 from pydantic import SecretStr
 
 from mirror.api.app import create_app
@@ -17,12 +16,16 @@ from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers
 from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig, S3Settings
 from mirror.core.catalog import Catalog
 from mirror.errors import UnavailableError
+from mirror.gateway.app import with_gateway
+from mirror.gateway.context import GatewayState
 from mirror.kv.protocol import KV
 from mirror.kv.sqlite import SqliteKV
 from mirror.logging import configure_logging, get_logger
 from mirror.tasks import RunnerSettings
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
     from mirror.block.s3 import S3Settings as BlockS3Settings
 
 __all__ = [
@@ -252,8 +255,8 @@ def build_app(
     *,
     worker_header: bool = False,
     close_kv: bool = False,
-) -> FastAPI:
-    """Return the API app serving ``catalog`` as ``config`` says.
+) -> ASGIApp:
+    """Return the API app serving ``catalog`` as ``config`` says (and the S3 gateway, if enabled).
 
     Args:
         config: The process configuration.
@@ -263,7 +266,7 @@ def build_app(
         close_kv: Close the catalog's KV when the app shuts down.
     """
     root = config.local_root().resolve()
-    return create_app(
+    api = create_app(
         catalog,
         AuthStore(catalog.kv, cipher=cipher_from_config(config)),
         local_root=root,
@@ -278,6 +281,10 @@ def build_app(
         ),
         gc_settings=config.gc,
     )
+    if not config.gateway.enabled:
+        return api
+    state = GatewayState(catalog, api.state.api.auth, config.gateway)
+    return with_gateway(api, state, api.state.metrics)
 
 
 def _fail(exc: Exception) -> int:

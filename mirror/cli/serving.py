@@ -42,7 +42,7 @@ from mirror.errors import UnavailableError
 from mirror.logging import configure_logging, get_logger
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from starlette.types import ASGIApp
 
 __all__ = [
     "FORCE_EXIT_GRACE",
@@ -354,7 +354,7 @@ def serve_workers(config: LakeMirrorConfig, *, workers: int) -> bool:
         shutil.rmtree(state, ignore_errors=True)
 
 
-def worker_app() -> FastAPI:
+def worker_app() -> ASGIApp:
     """Build one worker's app from the configuration its parent handed over (uvicorn factory).
 
     The worker opens its own KV and object-store clients, and closes them when it stops. A

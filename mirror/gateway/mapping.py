@@ -38,6 +38,7 @@ from mirror.core.errors import (
     TooManyTriesError,
 )
 from mirror.core.model import Repository
+from mirror.core.protection import check_staging_write
 from mirror.core.validate import MAX_PATH_LENGTH, validate_branch_id
 from mirror.errors import (
     AlreadyExistsError,
@@ -315,13 +316,13 @@ def resolve_write_target(catalog: Catalog, bucket: str, ref: str, path: str) -> 
     """Check a write of ``path`` on ``ref`` of repository ``bucket`` before its body is read.
 
     As lakeFS: the repository must exist, must not be read-only (checked first), and ``ref``
-    must be a branch. A tag or a commit ID (names a branch could have) answers lakeFS's
-    ``NoSuchBucket``; an expression such as ``main~1`` answers ``InvalidArgument`` (lakeFS: a
-    500). Blocking.
+    must be a branch (whose protection rules allow writes). A tag or a commit ID (names a
+    branch could have) answers lakeFS's ``NoSuchBucket``; an expression such as ``main~1``
+    answers ``InvalidArgument`` (lakeFS: a 500). Blocking.
 
     Raises:
         S3Error: NoSuchBucket, AccessDenied / ErrReadOnlyRepository, InvalidArgument,
-            KeyTooLongError.
+            KeyTooLongError, ErrWriteToProtectedBranch.
     """
     with s3_errors(bucket, path, catalog=catalog, write=True):
         repo = catalog.get_repository(bucket)
@@ -344,4 +345,6 @@ def resolve_write_target(catalog: Catalog, bucket: str, ref: str, path: str) -> 
         raise S3Error(
             S3Code.NO_SUCH_BUCKET, _with(S3Code.NO_SUCH_BUCKET, not_branch), bucket=bucket, key=path
         )
+    with s3_errors(bucket, path, catalog=catalog, write=True):
+        check_staging_write(catalog.kv, repo, ref)
     return WriteTarget(repo, ref, path)

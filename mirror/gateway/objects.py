@@ -1,0 +1,389 @@
+"""Object operations of the gateway: GetObject, HeadObject, PutObject, DeleteObject, tagging.
+
+A key is ``<ref>/<path>``: reads take any ref (branch, tag, commit, expression), writes only a
+branch (:func:`~mirror.gateway.mapping.resolve_write_target`, checked before the body is read:
+clients send ``Expect: 100-continue``). Bodies stream both ways with bounded memory: a read goes
+out one block-store range at a time, a write reaches the block store through a file-like bridge
+(:class:`BodyReader`) fed by the request body one chunk at a time from a worker thread.
+
+User metadata is stored as lakeFS's gateway stores it (``X-Amz-Meta-<lowercased key>``), so the
+REST API and lakeFS's clients see the same entries; only those keys come back as
+``x-amz-meta-*`` headers.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import io
+import itertools
+from collections.abc import AsyncIterator, Iterator, Mapping
+from email.header import Header, decode_header, make_header
+from typing import TYPE_CHECKING
+
+import anyio.from_thread
+from starlette.responses import Response, StreamingResponse
+
+from mirror.api.auth.permissions import Action, object_arn
+from mirror.api.streams import CHUNK, iter_block, parse_range
+from mirror.block.errors import InvalidRangeError
+from mirror.core.errors import ObjectNotFoundError
+from mirror.gateway import xml
+from mirror.gateway.errors import S3Code, S3Error
+from mirror.gateway.mapping import call, check_path, mirror_write_error, resolve_write_target
+
+if TYPE_CHECKING:
+    from mirror.core.catalog import Catalog
+    from mirror.core.model import ObjectStat
+    from mirror.gateway.context import S3Request
+
+__all__ = [
+    "MAX_METADATA_BYTES",
+    "META_PREFIX",
+    "BodyReader",
+    "delete_object",
+    "get_object",
+    "get_object_tagging",
+    "head_object",
+    "object_headers",
+    "put_object",
+    "stored_metadata",
+]
+
+META_PREFIX = "X-Amz-Meta-"
+"""How lakeFS's gateway stores user metadata keys in an entry."""
+
+MAX_METADATA_BYTES = 2048
+"""S3's limit on user metadata (keys and values, in UTF-8 bytes)."""
+
+_HEADER_META = "x-amz-meta-"
+
+
+def stored_metadata(req: S3Request) -> dict[str, str]:
+    """Return the request's ``x-amz-meta-*`` headers as an entry's metadata.
+
+    Values encoded as RFC 2047 words (how clients send non-ASCII) are decoded.
+
+    Raises:
+        S3Error: MetadataTooLarge over 2 KiB.
+    """
+    meta: dict[str, str] = {}
+    size = 0
+    for name, value in req.headers.items():
+        lower = name.lower()
+        if not lower.startswith(_HEADER_META) or len(lower) == len(_HEADER_META):
+            continue
+        suffix = lower[len(_HEADER_META) :]
+        if "=?" in value:
+            try:
+                value = str(make_header(decode_header(value)))
+            except (ValueError, LookupError):
+                pass
+        size += len(suffix.encode()) + len(value.encode())
+        meta[META_PREFIX + suffix] = value
+    if size > MAX_METADATA_BYTES:
+        raise S3Error(
+            S3Code.METADATA_TOO_LARGE,
+            f"{S3Code.METADATA_TOO_LARGE.description}: {size} bytes, at most {MAX_METADATA_BYTES}",
+            bucket=req.bucket,
+        )
+    return meta
+
+
+def _header_value(value: str) -> str:
+    try:
+        value.encode("ascii")
+    except UnicodeEncodeError:
+        return Header(value, "utf-8").encode()
+    return value
+
+
+def object_headers(stat: ObjectStat) -> dict[str, str]:
+    """Return the headers describing an object: ETag (quoted), Last-Modified, type, metadata."""
+    entry = stat.entry
+    headers = {
+        "etag": f'"{entry.checksum}"',
+        "last-modified": xml.http_date(entry.mtime),
+        "content-type": entry.content_type,
+        "accept-ranges": "bytes",
+    }
+    for name, value in entry.metadata.items():
+        if name.lower().startswith(META_PREFIX.lower()) and len(name) > len(META_PREFIX):
+            headers[_HEADER_META + name[len(META_PREFIX) :].lower()] = _header_value(value)
+    return headers
+
+
+def _split(req: S3Request) -> tuple[str, str, str]:
+    bucket = req.bucket
+    if bucket is None:
+        raise S3Error(S3Code.NO_SUCH_BUCKET)
+    ref, path = req.ref_and_path()
+    return bucket, ref, path
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    for candidate in header.split(","):
+        c = candidate.strip()
+        if c.startswith("W/"):
+            c = c[2:]
+        if c == "*" or c.strip('"') == etag:
+            return True
+    return False
+
+
+def _date(header: str | None) -> float | None:
+    if not header:
+        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return None
+    return parsed.timestamp()
+
+
+def _check_conditions(req: S3Request, stat: ObjectStat, headers: Mapping[str, str]) -> None:
+    """Apply S3's conditional read rules (RFC 9110 precedence).
+
+    Raises:
+        S3Error: PreconditionFailed (412); ``_NotModified`` for 304.
+    """
+    etag = stat.entry.checksum
+    mtime = stat.entry.mtime
+    if_match = req.headers.get("if-match")
+    if_none_match = req.headers.get("if-none-match")
+    if if_match is not None and not _etag_matches(if_match, etag):
+        raise S3Error(S3Code.PRECONDITION_FAILED, bucket=req.bucket, key=stat.path)
+    unmodified_since = _date(req.headers.get("if-unmodified-since"))
+    if if_match is None and unmodified_since is not None and mtime > unmodified_since:
+        raise S3Error(S3Code.PRECONDITION_FAILED, bucket=req.bucket, key=stat.path)
+    if if_none_match is not None:
+        if _etag_matches(if_none_match, etag):
+            raise _NotModified(headers)
+        return
+    modified_since = _date(req.headers.get("if-modified-since"))
+    if modified_since is not None and mtime <= modified_since:
+        raise _NotModified(headers)
+
+
+class _NotModified(Exception):
+    """A conditional read whose object did not change: 304, with the validators."""
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        super().__init__("not modified")
+        self.headers = {k: v for k, v in headers.items() if k in ("etag", "last-modified")}
+
+
+async def _stat(req: S3Request) -> tuple[str, str, ObjectStat]:
+    bucket, ref, path = _split(req)
+    req.require(Action.READ_OBJECT, object_arn(bucket, path))
+    if not path:
+        raise S3Error(
+            S3Code.NO_SUCH_KEY,
+            f"{S3Code.NO_SUCH_KEY.description}: a key is <ref>/<path>",
+            bucket=bucket,
+            key=req.key,
+        )
+    stat = await call(req, req.state.catalog.stat_object, bucket, ref, path, key=path)
+    return bucket, ref, stat
+
+
+def _open(
+    catalog: Catalog, bucket: str, stat: ObjectStat, start: int, end: int
+) -> tuple[list[bytes], Iterator[bytes]]:
+    """Open the object's bytes ``[start, end)`` and read the first chunk (blocking).
+
+    The first chunk is read before answering, so that missing data (a file not yet replicated)
+    is an error status rather than a cut stream.
+    """
+    store, key = catalog.open_entry(catalog.get_repository(bucket), stat.entry)
+    chunks = iter_block(store, key, start, end)
+    return list(itertools.islice(chunks, 1)), chunks
+
+
+async def _read(req: S3Request, *, head: bool) -> Response:
+    bucket, _, stat = await _stat(req)
+    headers = object_headers(stat)
+    try:
+        _check_conditions(req, stat, headers)
+    except _NotModified as nm:
+        return Response(status_code=304, headers=nm.headers)
+    size = stat.entry.size
+    try:
+        span = parse_range(req.headers.get("range"), size)
+    except InvalidRangeError as exc:
+        raise S3Error(
+            S3Code.INVALID_RANGE,
+            f"{S3Code.INVALID_RANGE.description}: {exc}",
+            bucket=bucket,
+            key=stat.path,
+            headers={"Content-Range": f"bytes */{size}"},
+        ) from exc
+    start, end = span or (0, size)
+    status = 206 if span else 200
+    if span:
+        headers["content-range"] = f"bytes {start}-{end - 1}/{size}"
+    headers["content-length"] = str(end - start)
+    if head:
+        return Response(status_code=status, headers=headers)
+    first, rest = await call(req, _open, req.state.catalog, bucket, stat, start, end, key=stat.path)
+    if end - start <= CHUNK:
+        return Response(b"".join(first), status_code=status, headers=headers)
+    # a sync iterator: Starlette reads each chunk in a worker thread, one at a time
+    return StreamingResponse(itertools.chain(first, rest), status_code=status, headers=headers)
+
+
+async def get_object(req: S3Request) -> Response:
+    """Answer GetObject: the bytes (or one ``Range``: 206), with S3's conditional rules."""
+    return await _read(req, head=False)
+
+
+async def head_object(req: S3Request) -> Response:
+    """Answer HeadObject: GetObject's status and headers, no body."""
+    return await _read(req, head=True)
+
+
+async def get_object_tagging(req: S3Request) -> Response:
+    """Answer GetObjectTagging: an empty tag set (as lakeFS; tags are not stored)."""
+    await _stat(req)
+    root = xml.document("Tagging")
+    xml.add(root, "TagSet")
+    return xml.xml_response(root)
+
+
+class BodyReader(io.RawIOBase):
+    """A blocking file over an async request body, for a worker thread to read.
+
+    Each read fetches the next chunk from the event loop (``anyio.from_thread``), so memory
+    holds one chunk whatever the body's size. The body's own verification errors (payload hash,
+    chunk signatures) surface from ``read``, which aborts the write before anything is staged.
+
+    Args:
+        body: The request body.
+        expected: The length the request states; a body that ends short is ``IncompleteBody``.
+    """
+
+    def __init__(self, body: AsyncIterator[bytes], expected: int | None) -> None:
+        super().__init__()
+        self._body = body
+        self._expected = expected
+        self._pending = b""
+        self._read = 0
+        self._done = False
+
+    def readable(self) -> bool:
+        """Return ``True``: this file reads."""
+        return True
+
+    async def _next(self) -> bytes:
+        try:
+            return await self._body.__anext__()
+        except StopAsyncIteration:
+            return b""
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
+        """Fill ``buffer`` with the next bytes of the body; return how many (0 at the end)."""
+        while not self._pending and not self._done:
+            chunk = anyio.from_thread.run(self._next)
+            if not chunk:
+                self._done = True
+                if self._expected is not None and self._read != self._expected:
+                    raise S3Error(
+                        S3Code.INCOMPLETE_BODY,
+                        f"{S3Code.INCOMPLETE_BODY.description} ({self._read} of "
+                        f"{self._expected} bytes)",
+                    )
+            self._pending = chunk
+            self._read += len(chunk)
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+def _exists(catalog: Catalog, bucket: str, branch: str, path: str) -> bool:
+    try:
+        catalog.stat_object(bucket, branch, path)
+    except ObjectNotFoundError:
+        return False
+    return True
+
+
+async def put_object(req: S3Request) -> Response:
+    """Answer PutObject: store the body on the branch; ETag = its MD5.
+
+    ``If-None-Match: *`` refuses to replace an existing object (412); ``If-Match`` is not
+    supported (501, as lakeFS).
+    """
+    bucket, ref, path = _split(req)
+    req.require(Action.WRITE_OBJECT, object_arn(bucket, path))
+    if req.headers.get("if-match") is not None:
+        raise S3Error(
+            S3Code.NOT_IMPLEMENTED,
+            f"{S3Code.NOT_IMPLEMENTED.description}: If-Match on PutObject",
+            bucket=bucket,
+            key=path,
+        )
+    catalog = req.state.catalog
+    target = await call(req, resolve_write_target, catalog, bucket, ref, path, key=path)
+    metadata = stored_metadata(req)
+    if (req.headers.get("if-none-match") or "").strip() == "*" and await call(
+        req, _exists, catalog, bucket, ref, path, key=path
+    ):
+        raise S3Error(S3Code.PRECONDITION_FAILED, bucket=bucket, key=path)
+    content_type = req.headers.get("content-type") or None
+    reader = io.BufferedReader(BodyReader(req.body, req.content_length), CHUNK)
+    stat = await call(
+        req,
+        _upload,
+        catalog,
+        target.repository.id,
+        target.branch,
+        path,
+        reader,
+        content_type,
+        metadata,
+        key=path,
+        write=True,
+    )
+    return Response(status_code=200, headers={"etag": f'"{stat.entry.checksum}"'})
+
+
+def _upload(
+    catalog: Catalog,
+    bucket: str,
+    branch: str,
+    path: str,
+    reader: io.BufferedReader,
+    content_type: str | None,
+    metadata: dict[str, str],
+) -> ObjectStat:
+    return catalog.upload_object(
+        bucket, branch, path, reader, content_type=content_type, metadata=metadata
+    )
+
+
+def _delete(catalog: Catalog, bucket: str, ref: str, path: str) -> None:
+    """Delete ``path`` on branch ``ref``; a missing key or a ref that is no branch deletes nothing.
+
+    As S3 and lakeFS, deleting what is not there succeeds; a read-only repository refuses even
+    that (as lakeFS).
+    """
+    repo = catalog.get_repository(bucket)
+    if repo.read_only:
+        raise mirror_write_error(repo, key=path)
+    if not path:
+        return
+    check_path(ref, path, bucket=bucket)
+    if not catalog.branch_exists(bucket, ref):
+        return
+    try:
+        catalog.delete_object(bucket, ref, path)
+    except ObjectNotFoundError:
+        return
+
+
+async def delete_object(req: S3Request) -> Response:
+    """Answer DeleteObject: 204, also when the key is absent."""
+    bucket, ref, path = _split(req)
+    req.require(Action.DELETE_OBJECT, object_arn(bucket, path))
+    await call(req, _delete, req.state.catalog, bucket, ref, path, key=path, write=True)
+    return Response(status_code=204)
