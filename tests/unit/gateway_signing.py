@@ -101,12 +101,26 @@ def sign_v4(
     key_id: str = KEY_ID,
     secret: str = SECRET,
     region: str = "us-east-1",
+    payload: str | None = None,
 ) -> tuple[str, list[tuple[str, str]]]:
-    """Return the URL and headers of a request signed with S3SigV4Auth (header form)."""
+    """Return the URL and headers of a request signed with S3SigV4Auth (header form).
+
+    ``payload`` replaces the body's SHA-256 as ``x-amz-content-sha256`` (``UNSIGNED-PAYLOAD``,
+    ``STREAMING-…``), as botocore sends it for such bodies.
+    """
     request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
-    S3SigV4Auth(credentials(key_id, secret), "s3", region).add_auth(request)
+    signer = S3SigV4Auth if payload is None else _fixed_payload(payload)
+    signer(credentials(key_id, secret), "s3", region).add_auth(request)
     prepared = request.prepare()
     return prepared.url, list(prepared.headers.items())
+
+
+def _fixed_payload(value: str) -> type[S3SigV4Auth]:
+    class FixedPayload(S3SigV4Auth):
+        def payload(self, request: AWSRequest) -> str:
+            return value
+
+    return FixedPayload
 
 
 def presign_v4(
