@@ -39,6 +39,7 @@ EVERYTHING: dict[str, Any] = {
     "credentials": {
         "existingSecret": "",
         "admin": {"accessKeyId": "AKIAADMIN00000000001", "secretAccessKey": "admin-secret"},
+        "encryptSecretKey": "encryption-key-7f20c1",
         "regions": {
             "eu-central-1": {"accessKeyId": "AKIAREADER000000001", "secretAccessKey": "r-secret"},
             "us-east-1": {"accessKeyId": "AKIAREPLICATOR00001", "secretAccessKey": "w-secret"},
@@ -387,6 +388,15 @@ BAD_VALUES = [
         id="no-admin-key",
     ),
     pytest.param(
+        [
+            "credentials.existingSecret=",
+            "credentials.admin.accessKeyId=AKIA1",
+            "credentials.admin.secretAccessKey=s",
+        ],
+        "at '/credentials/encryptSecretKey': minLength: got 0, want 1",
+        id="no-encryption-key",
+    ),
+    pytest.param(
         ["credentials.s3.accessKeyId=AKIA1"],
         "at '/credentials/s3/secretAccessKey': minLength: got 0, want 1",
         id="half-key",
@@ -432,10 +442,13 @@ def test_lint_strict_fails_on_bad_values() -> None:
     assert "at '/kv/type': value must be one of 'dynamodb', 'sqlite'" in done.stdout
 
 
-def test_a_default_install_needs_only_a_region_and_a_key(tmp_path: Path) -> None:
+def test_a_default_install_needs_only_a_region_and_keys(tmp_path: Path) -> None:
     values: dict[str, Any] = {
         "region": "us-east-1",
-        "credentials": {"admin": {"accessKeyId": "AKIA1", "secretAccessKey": "s"}},
+        "credentials": {
+            "admin": {"accessKeyId": "AKIA1", "secretAccessKey": "s"},
+            "encryptSecretKey": "e",
+        },
     }
     manifests = render([values], tmp_path)
     assert manifests.get("Deployment", "lakemirror-server")["spec"]["replicas"] == 2

@@ -22,6 +22,7 @@ KEYS = {
     "region-us-east-1-secret-access-key": "reader-secret-5be210",
     "region-eu-central-1-access-key-id": "AKIAREADERKEY0000002",
     "region-eu-central-1-secret-access-key": "reader-secret-e2c771",
+    "encrypt-secret-key": "encryption-key-41d8e2",
 }
 """The existing Secret of the examples, as `kubectl create secret generic` makes it."""
 OTHER = {"us-east-1": "eu-central-1", "eu-central-1": "us-east-1"}
@@ -80,6 +81,7 @@ def test_a_region_configuration_is_what_the_values_say(
         assert config["server"]["workers"] == (2 if region == "us-east-1" else 1)
         assert config["auth"]["admin_access_key_id"] == REDACTED
         assert config["auth"]["admin_secret_access_key"] == REDACTED
+        assert config["auth"]["encrypt_secret_key"] == REDACTED
         assert all(r["access_key_id"] is None for r in config["regions"].values())
     else:
         assert config["replicant"]["host"] == "0.0.0.0" and config["replicant"]["port"] == 8001
@@ -98,7 +100,7 @@ def test_a_region_configuration_is_what_the_values_say(
 def test_a_missing_source_key_leaves_the_configuration_valid(tmp_path: Path) -> None:
     """Before the source region's key exists the replicant still starts (it is optional)."""
     manifests = render([example("eu-central-1")], tmp_path)
-    keys = {k: v for k, v in KEYS.items() if k.startswith("admin-")}
+    keys = {k: v for k, v in KEYS.items() if k.startswith(("admin-", "encrypt-"))}
     manifests.docs.append(secret("lakemirror-credentials", keys))
     config = show(manifests, "lakemirror-replicant", tmp_path)
     assert config["regions"]["us-east-1"]["access_key_id"] is None
@@ -110,6 +112,7 @@ def test_static_keys_and_endpoints_reach_the_configuration(tmp_path: Path) -> No
         "credentials": {
             "existingSecret": "",
             "admin": {"accessKeyId": KEYS["admin-access-key-id"], "secretAccessKey": "adm-s3cr3t"},
+            "encryptSecretKey": KEYS["encrypt-secret-key"],
             "regions": {
                 "eu-central-1": {"accessKeyId": "AKIAOWN", "secretAccessKey": "own-s3cr3t"}
             },

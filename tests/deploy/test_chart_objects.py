@@ -20,10 +20,12 @@ SECRETS = {
     "s3": ("AKIAS3STATICKEY00001", "s3-secret-9b02d4"),
     "dynamodb": ("AKIADYNAMOKEY000001", "dynamo-secret-c4f1e9"),
 }
+ENCRYPT_KEY = "encryption-key-b71d0a"
 CHART_SECRET: dict[str, Any] = {
     "credentials": {
         "existingSecret": "",
         "admin": {"accessKeyId": SECRETS["admin"][0], "secretAccessKey": SECRETS["admin"][1]},
+        "encryptSecretKey": ENCRYPT_KEY,
         "regions": {
             "us-east-1": {
                 "accessKeyId": SECRETS["us-east-1"][0],
@@ -116,7 +118,7 @@ def test_the_replicant_holds_leases_under_its_pod_name(mirror: Manifests) -> Non
 
 
 def test_secrets_reach_the_processes_only_through_secret_key_refs(mirror: Manifests) -> None:
-    secret_values = {v for pair in SECRETS.values() for v in pair}
+    secret_values = {v for pair in SECRETS.values() for v in pair} | {ENCRYPT_KEY}
     for doc in mirror.docs:
         if doc["kind"] != "Secret":
             text = yaml.safe_dump(doc)
@@ -125,11 +127,18 @@ def test_secrets_reach_the_processes_only_through_secret_key_refs(mirror: Manife
     data = mirror.secret_data("lakemirror")
     assert data["admin-secret-access-key"] == SECRETS["admin"][1]
     assert data["region-us-east-1-secret-access-key"] == SECRETS["us-east-1"][1]
+    assert data["encrypt-secret-key"] == ENCRYPT_KEY
     for name in DEPLOYMENTS:
         for var in container(mirror, name)["env"]:
             if "KEY" in var["name"]:
                 assert "secretKeyRef" in var["valueFrom"], var
                 assert var["valueFrom"]["secretKeyRef"]["name"] == "lakemirror"
+    for name in DEPLOYMENTS:
+        refs = {v["name"]: v.get("valueFrom") for v in container(mirror, name)["env"]}
+        # every replica needs the one key the KV's secrets were encrypted with: not optional
+        assert refs["LAKEMIRROR_AUTH__ENCRYPT_SECRET_KEY"] == {
+            "secretKeyRef": {"name": "lakemirror", "key": "encrypt-secret-key"}
+        }
     server_env = {v["name"] for v in container(mirror, "lakemirror-server")["env"]}
     assert "LAKEMIRROR_AUTH__ADMIN_SECRET_ACCESS_KEY" in server_env
     assert not any(n.startswith("LAKEMIRROR_REGIONS__") for n in server_env), (

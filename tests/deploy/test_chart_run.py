@@ -235,6 +235,7 @@ def test_two_releases_mirror_a_repository(world: dict[str, Region], tmp_path: Pa
     credentials = {
         "existingSecret": "",
         "admin": {"accessKeyId": source.admin[0], "secretAccessKey": source.admin[1]},
+        "encryptSecretKey": secrets.token_hex(20),
         **static_keys(),
     }
     install(
@@ -266,6 +267,7 @@ def test_two_releases_mirror_a_repository(world: dict[str, Region], tmp_path: Pa
         "s3-secret-access-key": moto_fixtures.SECRET_KEY,
         "dynamodb-access-key-id": dynalite_keys.ACCESS_KEY,
         "dynamodb-secret-access-key": dynalite_keys.SECRET_KEY,
+        "encrypt-secret-key": secrets.token_hex(20),
     }
     manifests = render([example(MIRROR), overrides(mirror, world)], tmp_path)
     assert not manifests.of_kind("Secret")

@@ -162,7 +162,8 @@ region-{{ .region }}-{{ .part }}
 {{/*
 The Secret's variables a component needs: the server the administrator's key, the replicant a
 key pair per region (for its own region the administrator's unless credentials.regions names
-that region); both the optional static S3 and DynamoDB keys, referenced when given (with an
+that region); both the secrets' encryption key (with an existingSecret `optional` only on
+SQLite) and the optional static S3 and DynamoDB keys, referenced when given (with an
 existingSecret always, as `optional`).
 */}}
 {{- define "lakemirror.secretEnv" -}}
@@ -185,6 +186,10 @@ existingSecret always, as `optional`).
 {{ include "lakemirror.secretRef" (dict "root" $root "env" (printf "LAKEMIRROR_REGIONS__%s__SECRET_ACCESS_KEY" $name) "key" (include "lakemirror.regionSecretKey" (dict "region" $name "part" "secret-access-key")) "optional" true) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- /* the secrets' encryption key: required on DynamoDB, generated on the volume with SQLite */}}
+{{- if or $existing $v.credentials.encryptSecretKey }}
+{{ include "lakemirror.secretRef" (dict "root" $root "env" "LAKEMIRROR_AUTH__ENCRYPT_SECRET_KEY" "key" "encrypt-secret-key" "optional" (and $existing (ne $v.kv.type "dynamodb"))) }}
 {{- end }}
 {{- range $store, $prefix := dict "s3" "LAKEMIRROR_BLOCKSTORE__S3" "dynamodb" "LAKEMIRROR_KV__DYNAMODB" }}
 {{- $given := index $v.credentials $store -}}
