@@ -76,6 +76,13 @@ def _header(scope: Scope, wanted: bytes) -> str:
     return ""
 
 
+def _has_body(scope: Scope) -> bool:
+    length = _header(scope, b"content-length")
+    if length:
+        return length.strip() != "0"
+    return bool(_header(scope, b"transfer-encoding"))
+
+
 def is_signed(scope: Scope) -> bool:
     """Return whether a request carries an AWS signature (header or presigned query)."""
     authorization = _header(scope, b"authorization")
@@ -131,14 +138,27 @@ class GatewayApp:
         """Serve one HTTP request."""
         request_id = uuid.uuid4().hex[:16].upper()
         header = (_REQUEST_ID, request_id.encode())
+        body_read = not _has_body(scope)
+
+        async def receive_tracked() -> Message:
+            nonlocal body_read
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                body_read = True
+            return message
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = [h for h in message.get("headers", ()) if h[0].lower() != _REQUEST_ID]
-                message["headers"] = [*headers, header, (b"x-amz-id-2", request_id.encode())]
+                headers += [header, (b"x-amz-id-2", request_id.encode())]
+                if not body_read:
+                    # refused before its body was read (clients wait on Expect: 100-continue):
+                    # the unread bytes must not be taken for the next request on the connection
+                    headers.append((b"connection", b"close"))
+                message["headers"] = headers
             await send(message)
 
-        request = Request(scope, receive)
+        request = Request(scope, receive_tracked)
         head = request.method == "HEAD"
         resource = request.url.path
         try:
@@ -175,7 +195,7 @@ class GatewayApp:
                 head=head,
             )
         scope.setdefault("route", _Route(operation))
-        await response(scope, receive, send_with_id)
+        await response(scope, receive_tracked, send_with_id)
 
 
 def _path_of(key: str | None) -> str | None:
