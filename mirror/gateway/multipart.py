@@ -29,6 +29,7 @@ from mirror.errors import LakeMirrorError
 from mirror.gateway import xml
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.mapping import WriteTarget, call, resolve_write_target, s3_errors
+from mirror.gateway.objects import stored_metadata
 from mirror.gateway.streaming import BodyReader, ChainReader, multipart_etag
 from mirror.gateway.uploads import (
     MAX_PART_NUMBER,
@@ -40,8 +41,6 @@ from mirror.gateway.uploads import (
 )
 
 if TYPE_CHECKING:
-    from starlette.datastructures import Headers
-
     from mirror.block.protocol import BlockStore
     from mirror.core.model import Repository
     from mirror.gateway.context import S3Request
@@ -62,7 +61,6 @@ MIN_PART_SIZE = 5 << 20
 MAX_PART_SIZE = 5 << 30
 """S3's largest part."""
 _MAX_LISTED = 1000
-_META_PREFIX = "x-amz-meta-"
 _RANGE = re.compile(r"bytes=(\d+)-(\d+)")
 
 
@@ -83,15 +81,6 @@ def _store(req: S3Request) -> UploadStore:
 
 def _invalid(req: S3Request, code: S3Code, detail: str, key: str | None = None) -> S3Error:
     return S3Error(code, f"{code.description}: {detail}", bucket=req.bucket, key=key)
-
-
-def user_metadata(headers: Headers) -> dict[str, str]:
-    """Return the ``x-amz-meta-*`` headers as user metadata (names lowercased, prefix dropped)."""
-    return {
-        name[len(_META_PREFIX) :]: value
-        for name, value in headers.items()
-        if name.lower().startswith(_META_PREFIX) and len(name) > len(_META_PREFIX)
-    }
 
 
 async def _write_target(req: S3Request) -> WriteTarget:
@@ -135,7 +124,7 @@ async def create_multipart_upload(req: S3Request) -> Response:
         initiated=time.time(),
         initiator=req.caller.id,
         content_type=req.headers.get("content-type") or None,
-        metadata=user_metadata(req.headers),
+        metadata=stored_metadata(req),
     )
     await call(req, _store(req).create, upload, key=path, write=True)
     root = xml.document("InitiateMultipartUploadResult")

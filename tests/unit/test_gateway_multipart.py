@@ -174,7 +174,7 @@ def test_parts_complete_into_one_object_with_the_multipart_etag(gw: Gateway) -> 
     assert stat.entry.checksum == f"{whole}-3"
     assert stat.entry.size == len(first) + len(second) + len(last)
     assert stat.entry.content_type == "text/csv"
-    assert stat.entry.metadata == {"owner": "team-a"}
+    assert stat.entry.metadata == {"X-Amz-Meta-owner": "team-a"}
     assert stat.entry.address.startswith("data/")
     data = gw.catalog.read_object("repo", "main", "big.bin", 0, None)
     assert data == first + second + last
