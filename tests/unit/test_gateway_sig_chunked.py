@@ -328,3 +328,38 @@ async def test_signed_trailer_tampered_checksum() -> None:
     with pytest.raises(S3Error) as caught:
         await drain(result.body)
     assert caught.value.code is S3Code.SIGNATURE_DOES_NOT_MATCH
+
+
+async def test_memory_stays_bounded_by_the_pieces_received() -> None:
+    """A chunk claiming 8 MiB is passed on piece by piece, never gathered before its check."""
+    data = bytes(range(251)) * (8 * 1024 * 1024 // 251)
+    checksum = new_checksum("crc32")
+    checksum.update(data)
+    body = (
+        f"{len(data):x}\r\n".encode()
+        + data
+        + f"\r\n0\r\nx-amz-checksum-crc32:{encoded(checksum)}\r\n\r\n".encode()
+    )
+    headers_in = {
+        "Content-Encoding": "aws-chunked",
+        "X-Amz-Trailer": "x-amz-checksum-crc32",
+        "X-Amz-Decoded-Content-Length": str(len(data)),
+    }
+    url, headers = sign_v4(
+        "PUT",
+        "http://127.0.0.1:8000/repo/main/big.bin",
+        headers=headers_in,
+        payload="STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+    )
+    piece = 64 * 1024
+    request = asgi_request("PUT", url, headers, pieces(body, piece))
+    result = await authenticate(request, store(), SETTINGS)
+    largest = received = 0
+    digest = hashlib.sha256()
+    async for out in result.body:
+        largest = max(largest, len(out))
+        received += len(out)
+        digest.update(out)
+    assert received == len(data)
+    assert digest.digest() == hashlib.sha256(data).digest()
+    assert largest <= piece
