@@ -2,8 +2,9 @@
 
 :class:`AuthStore` is built in layers, one module each: :mod:`.records` (the KV layout, the
 encoding and what a process keeps), :mod:`.principals` (users, groups and memberships),
-:mod:`.policy_records` (policies and their attachments), :mod:`.credentials` (access keys and
-signing in), and this module (setting an installation up).
+:mod:`.policy_records` (policies and their attachments), :mod:`.credentials` (access keys,
+signing in, and the secrets the S3 gateway verifies signatures with, sealed by
+:mod:`.secrets`), and this module (setting an installation up).
 
 Several processes share the records. What a request needs (the key, its user, the user's
 effective policies) is cached per process under the KV's auth generation (:mod:`.cache`): each
