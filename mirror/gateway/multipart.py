@@ -187,7 +187,10 @@ async def upload_part(req: S3Request) -> Response:
         return Part(number, reader.md5, reader.size, address, time.time())
 
     part = await req.run_sync(write)
-    await call(req, _store(req).put_part, upload, part, key=path, write=True)
+    if not await call(req, _store(req).put_part, upload, part, key=path, write=True):
+        # completed or aborted while the part was uploading: keep nothing of it
+        await call(req, store.delete, address, key=path, write=True)
+        raise _invalid(req, S3Code.NO_SUCH_UPLOAD, f"upload ID {upload.upload_id!r}", path)
     etag = f'"{part.md5}"'
     if source is None:
         return Response(status_code=200, headers={"ETag": etag})

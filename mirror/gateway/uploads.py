@@ -204,10 +204,19 @@ class UploadStore:
                 continue
             yield upload
 
-    def put_part(self, upload: Upload, part: Part) -> None:
-        """Record ``part`` (replacing an earlier upload of the same number)."""
+    def put_part(self, upload: Upload, part: Part) -> bool:
+        """Record ``part`` (replacing an earlier upload of the same number).
+
+        Returns:
+            ``False`` if the upload ended meanwhile: the record is then removed again, and the
+            caller deletes the part's bytes (:meth:`remove` may have listed them already).
+        """
         key = _parts_prefix(upload.repository, upload.upload_id) + f"{part.number:05d}".encode()
         self._kv.set(key, part.encode())
+        if self.get(upload.repository, upload.upload_id) is None:
+            self._kv.delete(key)
+            return False
+        return True
 
     def parts(self, upload: Upload, *, after: int = 0) -> Iterator[Part]:
         """Yield the parts of ``upload`` numbered above ``after``, in ascending order."""

@@ -588,3 +588,21 @@ def test_a_body_failing_verification_stores_nothing(gw: Gateway) -> None:
         )
     )
     assert root.findall(NS + "Part") == []
+
+
+def test_a_part_finishing_after_its_upload_ended_is_not_kept(gw: Gateway) -> None:
+    upload_id = gw.create()
+    store = UploadStore(gw.catalog.kv)
+    upload = store.get("repo", upload_id)
+    assert upload is not None
+
+    async def body_then_abort() -> AsyncIterator[bytes]:
+        yield b"x" * 1000
+        # another process aborts the upload while this part is still arriving
+        assert store.remove(upload, gw.catalog.block_store(gw.catalog.get_repository("repo")))
+
+    req = gw.request("PUT", "main/big.bin", query={"uploadId": upload_id, "partNumber": "1"})
+    req.body, req.content_length = body_then_abort(), None
+    assert refused(gw, multipart.upload_part, req).code is S3Code.NO_SUCH_UPLOAD
+    assert gw.part_files() == []
+    assert list(store.parts(upload)) == []
