@@ -149,6 +149,14 @@ async def copy_object(req: S3Request) -> Response:
     replace = None
     if directive == "REPLACE":
         replace = (req.headers.get("content-type") or None, stored_metadata(req))
+    if (source.bucket, source.ref, source.path) == (bucket, ref, path) and replace is None:
+        raise S3Error(
+            S3Code.INVALID_REQUEST,
+            f"{S3Code.INVALID_REQUEST.description}: This copy request is illegal because it is "
+            "trying to copy an object to itself without changing the object's metadata",
+            bucket=bucket,
+            key=path,
+        )
     catalog = req.state.catalog
     await call(req, resolve_write_target, catalog, bucket, ref, path, key=path)
     entry = await call(req, _copy, catalog, req, source, (bucket, ref, path), replace, key=path)

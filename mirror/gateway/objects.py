@@ -57,6 +57,16 @@ MAX_METADATA_BYTES = 2048
 
 _HEADER_META = "x-amz-meta-"
 
+_RESPONSE_OVERRIDES = {
+    "response-cache-control": "cache-control",
+    "response-content-disposition": "content-disposition",
+    "response-content-encoding": "content-encoding",
+    "response-content-language": "content-language",
+    "response-content-type": "content-type",
+    "response-expires": "expires",
+}
+"""GetObject's query parameters that set a header of the answer (S3's, for signed requests)."""
+
 
 def stored_metadata(req: S3Request) -> dict[str, str]:
     """Return the request's ``x-amz-meta-*`` headers as an entry's metadata.
@@ -202,6 +212,10 @@ def _open(
 async def _read(req: S3Request, *, head: bool) -> Response:
     bucket, _, stat = await _stat(req)
     headers = object_headers(stat)
+    for param, header in _RESPONSE_OVERRIDES.items():
+        value = req.query.get(param)
+        if value is not None:
+            headers[header] = _header_value(value)
     try:
         _check_conditions(req, stat, headers)
     except _NotModified as nm:
@@ -323,6 +337,11 @@ async def put_object(req: S3Request) -> Response:
             key=path,
         )
     catalog = req.state.catalog
+    if not path and req.content_length == 0:
+        # a directory marker of the branch root (pyarrow's create_dir writes one): the root
+        # always exists, so nothing is stored once the branch is known to be writable
+        await call(req, _writable_branch, catalog, bucket, ref, key=path, write=True)
+        return Response(status_code=200, headers={"etag": f'"{_EMPTY_MD5}"'})
     target = await call(req, resolve_write_target, catalog, bucket, ref, path, key=path)
     metadata = stored_metadata(req)
     if (req.headers.get("if-none-match") or "").strip() == "*" and await call(
@@ -345,6 +364,16 @@ async def put_object(req: S3Request) -> Response:
         write=True,
     )
     return Response(status_code=200, headers={"etag": f'"{stat.entry.checksum}"'})
+
+
+_EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
+
+
+def _writable_branch(catalog: Catalog, bucket: str, ref: str) -> None:
+    repo = catalog.get_repository(bucket)
+    if repo.read_only:
+        raise mirror_write_error(repo)
+    catalog.get_branch(bucket, ref)
 
 
 def _upload(

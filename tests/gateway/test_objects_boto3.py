@@ -143,6 +143,21 @@ def test_conditional_reads(s3: Any, repo: str) -> None:
             assert code_of(info) == "PreconditionFailed"
 
 
+def test_response_header_overrides(s3: Any, repo: str) -> None:
+    s3.put_object(Bucket=repo, Key="main/o", Body=b"o", ContentType="text/plain")
+    got = s3.get_object(
+        Bucket=repo,
+        Key="main/o",
+        ResponseContentType="application/x-download",
+        ResponseContentDisposition='attachment; filename="o.bin"',
+        ResponseCacheControl="no-cache",
+    )
+    assert got["ContentType"] == "application/x-download"
+    assert got["ContentDisposition"] == 'attachment; filename="o.bin"'
+    assert got["CacheControl"] == "no-cache"
+    assert s3.get_object(Bucket=repo, Key="main/o")["ContentType"] == "text/plain"
+
+
 def test_large_object_streams_both_ways(live: Live, s3: Any, repo: str) -> None:
     data = os.urandom(5 * (1 << 20) + 123)
     put = s3.put_object(Bucket=repo, Key="main/big.bin", Body=data)
@@ -224,6 +239,19 @@ def test_copy_object(live: Live, s3: Any, repo: str) -> None:
         )
     assert code_of(info) == "NoSuchKey"
     assert "cond" not in live.paths(repo, "dev") and "x" not in live.paths(repo, "dev")
+    # onto itself: only to change its metadata, as S3
+    with pytest.raises(ClientError) as info:
+        s3.copy_object(Bucket=repo, Key="main/src/a", CopySource=f"{repo}/main/src/a")
+    assert code_of(info) == "InvalidRequest"
+    s3.copy_object(
+        Bucket=repo,
+        Key="main/src/a",
+        CopySource=f"{repo}/main/src/a",
+        MetadataDirective="REPLACE",
+        Metadata={"updated": "1"},
+    )
+    assert s3.head_object(Bucket=repo, Key="main/src/a")["Metadata"] == {"updated": "1"}
+    assert live.read(repo, "main", "src/a") == b"A2"
 
 
 def test_copy_across_repositories(live: Live, s3: Any, repo: str) -> None:
