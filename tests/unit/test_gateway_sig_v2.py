@@ -123,3 +123,13 @@ async def test_presigned_expires() -> None:
         url.split("&Expires=")[0],
         [],
     )
+
+
+async def test_a_path_style_bucket_is_signed_with_its_trailing_slash() -> None:
+    # botocore signs ``/repo/`` for a request sent to ``/repo?...`` (a bucket-level call)
+    url, headers = sign_v2(
+        "GET", f"{BASE}/repo?prefix=main%2Fdir%2F&encoding-type=url", auth_path="/repo/"
+    )
+    assert (await verify("GET", url, headers)).access_key_id == KEY_ID
+    url, headers = sign_v2("GET", f"{BASE}/repo?uploads", auth_path="/other/")
+    await refused(S3Code.SIGNATURE_DOES_NOT_MATCH, "GET", url, headers)

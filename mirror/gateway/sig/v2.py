@@ -153,22 +153,22 @@ def _amz_headers(request: WireRequest, presigned: bool) -> str:
     return "".join(f"{name}:{','.join(merged[name])}\n" for name in sorted(merged))
 
 
-def _resource(request: WireRequest, bucket_prefix: str) -> str:
+def _resource(request: WireRequest, path: str) -> str:
     parts = []
     for part in request.raw_query.split("&"):
         name, sep, value = part.partition("=")
         if name in SUB_RESOURCES:
             parts.append((name, sep + unquote(value)))
     # the values of sub-resources are signed decoded, as S3 and botocore do
-    resource = bucket_prefix + request.raw_path
+    resource = path
     if parts:
         parts.sort(key=lambda p: p[0])
         resource += "?" + "&".join(name + value for name, value in parts)
     return resource
 
 
-def string_to_sign_v2(request: WireRequest, auth: V2Auth, bucket_prefix: str, date: str) -> str:
-    """Return the SigV2 string to sign of ``request`` with date line ``date``."""
+def string_to_sign_v2(request: WireRequest, auth: V2Auth, path: str, date: str) -> str:
+    """Return the SigV2 string to sign of ``request`` for resource ``path`` and date ``date``."""
     presigned = auth.expires is not None
 
     def standard(name: str) -> str:
@@ -179,7 +179,7 @@ def string_to_sign_v2(request: WireRequest, auth: V2Auth, bucket_prefix: str, da
 
     return (
         f"{request.method}\n{standard('content-md5')}\n{standard('content-type')}\n{date}\n"
-        f"{_amz_headers(request, presigned)}{_resource(request, bucket_prefix)}"
+        f"{_amz_headers(request, presigned)}{_resource(request, path)}"
     )
 
 
@@ -195,7 +195,11 @@ def verify_v2(request: WireRequest, auth: V2Auth, secret: str, *, bucket: str | 
     Raises:
         S3Error: SignatureDoesNotMatch.
     """
-    prefix = f"/{bucket}" if bucket else ""
+    path = (f"/{bucket}" if bucket else "") + request.raw_path
+    paths = [path]
+    if path.count("/") == 1 and len(path) > 1:
+        # a path-style bucket (``/bucket``): clients sign it as ``/bucket/``, as S3 reads it
+        paths.append(path + "/")
     if auth.expires is not None:
         dates = [str(auth.expires)]
     else:
@@ -204,8 +208,9 @@ def verify_v2(request: WireRequest, auth: V2Auth, secret: str, *, bucket: str | 
         dates = [http_date, ""] if request.header("x-amz-date") is not None else [http_date]
     given = auth.signature.strip()
     for date in dict.fromkeys(dates):
-        text = string_to_sign_v2(request, auth, prefix, date)
-        digest = hmac.new(secret.encode(), text.encode(), hashlib.sha1).digest()
-        if hmac.compare_digest(base64.b64encode(digest).decode(), given):
-            return
+        for candidate in paths:
+            text = string_to_sign_v2(request, auth, candidate, date)
+            digest = hmac.new(secret.encode(), text.encode(), hashlib.sha1).digest()
+            if hmac.compare_digest(base64.b64encode(digest).decode(), given):
+                return
     raise S3Error(S3Code.SIGNATURE_DOES_NOT_MATCH)
