@@ -7,14 +7,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.gateway.live import REGION, Live, start
+from tests.gateway.live import REGION, Live
 
 CLI_TIMEOUT = 120.0
 
@@ -24,11 +23,6 @@ def _aws_binary() -> Path:
     if not path.exists():
         pytest.fail(f"the AWS CLI is missing: run `{sys.executable} -m pip install awscli`")
     return path
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    yield from start(tmp_path_factory.mktemp("awscli"))
 
 
 class Cli:
@@ -63,11 +57,6 @@ class Cli:
 @pytest.fixture(scope="module")
 def aws(live: Live, tmp_path_factory: pytest.TempPathFactory) -> Cli:
     return Cli(live, tmp_path_factory.mktemp("aws-home"))
-
-
-@pytest.fixture
-def repo(live: Live) -> str:
-    return live.create_repository("cli")
 
 
 def _requests(live: Live, route: str) -> float:

@@ -4,7 +4,6 @@ and listings at a tag and at a commit ID."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.gateway.live import Live, start
+from tests.gateway.live import Live
 
 PARTITIONS = 21
 PER_PARTITION = 100
@@ -36,16 +35,6 @@ class Repo:
     name: str
     first: str
     second: str
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    yield from start(tmp_path_factory.mktemp("listing"))
-
-
-@pytest.fixture(scope="module")
-def s3(live: Live) -> Any:
-    return live.s3()
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ Parquet dataset written at a branch, committed, and read back at the branch and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -13,17 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 from pyarrow import fs as pafs
 
-from tests.gateway.live import REGION, Live, start
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    yield from start(tmp_path_factory.mktemp("pyarrow"))
-
-
-@pytest.fixture
-def repo(live: Live) -> str:
-    return live.create_repository("tables")
+from tests.gateway.live import REGION, Live
 
 
 def _arrow_fs(live: Live) -> pafs.S3FileSystem:
