@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_METADATA_BYTES",
+    "MAX_OBJECT_BYTES",
     "META_PREFIX",
     "BodyReader",
     "delete_object",
@@ -51,6 +52,9 @@ __all__ = [
 
 META_PREFIX = "X-Amz-Meta-"
 """How lakeFS's gateway stores user metadata keys in an entry."""
+
+MAX_OBJECT_BYTES = 5 << 30
+"""S3's largest single PutObject (larger objects are multipart uploads)."""
 
 MAX_METADATA_BYTES = 2048
 """S3's limit on user metadata (keys and values, in UTF-8 bytes)."""
@@ -279,7 +283,7 @@ class BodyReader(io.RawIOBase):
         super().__init__()
         self._body = body
         self._expected = expected
-        self._pending = b""
+        self._pending = memoryview(b"")
         self._read = 0
         self._done = False
 
@@ -287,17 +291,18 @@ class BodyReader(io.RawIOBase):
         """Return ``True``: this file reads."""
         return True
 
-    async def _next(self) -> bytes:
+    async def _next(self) -> bytes | None:
         try:
             return await self._body.__anext__()
         except StopAsyncIteration:
-            return b""
+            return None
 
     def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
         """Fill ``buffer`` with the next bytes of the body; return how many (0 at the end)."""
         while not self._pending and not self._done:
             chunk = anyio.from_thread.run(self._next)
-            if not chunk:
+            if chunk is None:
+                # the end: an empty chunk is not (bodies may yield one before more data)
                 self._done = True
                 if self._expected is not None and self._read != self._expected:
                     raise S3Error(
@@ -305,7 +310,8 @@ class BodyReader(io.RawIOBase):
                         f"{S3Code.INCOMPLETE_BODY.description} ({self._read} of "
                         f"{self._expected} bytes)",
                     )
-            self._pending = chunk
+                break
+            self._pending = memoryview(chunk)
             self._read += len(chunk)
         n = min(len(buffer), len(self._pending))
         buffer[:n] = self._pending[:n]
@@ -333,6 +339,14 @@ async def put_object(req: S3Request) -> Response:
         raise S3Error(
             S3Code.NOT_IMPLEMENTED,
             f"{S3Code.NOT_IMPLEMENTED.description}: If-Match on PutObject",
+            bucket=bucket,
+            key=path,
+        )
+    if req.content_length is not None and req.content_length > MAX_OBJECT_BYTES:
+        raise S3Error(
+            S3Code.ENTITY_TOO_LARGE,
+            f"{S3Code.ENTITY_TOO_LARGE.description} ({req.content_length} bytes, at most "
+            f"{MAX_OBJECT_BYTES} in one PutObject; use a multipart upload)",
             bucket=bucket,
             key=path,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
@@ -275,3 +276,22 @@ def test_virtual_host_addressing(live: Live, seeded: str) -> None:
     answer = httpx.get(f"{live.url}/main/seed", headers=headers)
     assert answer.status_code == 200, answer.text
     assert answer.content == b"seed"
+
+
+def test_an_object_over_5_gib_is_refused_before_its_body(live: Live, seeded: str) -> None:
+    url = f"{live.url}/{seeded}/main/huge"
+    headers = _signed(live, "PUT", url, b"", "UNSIGNED-PAYLOAD")
+    headers["Content-Length"] = str(6 << 30)
+    headers["Expect"] = "100-continue"
+    host, port = live.url.removeprefix("http://").split(":")
+    headers["Host"] = f"{host}:{port}"
+    lines = [f"PUT /{seeded}/main/huge HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())]
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        answer = b""
+        while b"</Error>" not in answer:
+            piece = conn.recv(65536)
+            assert piece, answer
+            answer += piece
+    assert answer.startswith(b"HTTP/1.1 400"), answer
+    assert b"<Code>EntityTooLarge</Code>" in answer
