@@ -11,6 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
@@ -137,3 +138,26 @@ def _scope(path: bytes, host: str = "localhost") -> dict[str, Any]:
 )
 def test_addressing(raw: bytes, host: str, bucket: str | None, key: str | None) -> None:
     assert parse_address(_scope(raw, host), ("s3.example.test",)) == (bucket, key)
+
+
+async def test_unexpected_errors_answer_internal_error_with_the_request_id(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mirror.gateway import app as gateway_app
+    from mirror.gateway.routing import Operation
+
+    async def signed_in(request: Any, auth: Any, settings: Any) -> Any:
+        return mock.Mock(caller=mock.Mock(), body=None, content_length=None)
+
+    async def broken(req: Any) -> Any:
+        raise RuntimeError("internal detail /var/lib/secret-path")
+
+    monkeypatch.setattr(gateway_app, "authenticate", signed_in)
+    monkeypatch.setattr(gateway_app, "route", lambda *args: Operation("s3:GetObject", broken))
+    answer = await client.get("/bucket/main/key", headers={"Host": "s3.example.test"})
+    assert answer.status_code == 500 and _code(answer) == "InternalError"
+    assert b"secret-path" not in answer.content and b"Traceback" not in answer.content
+    request_id = answer.headers["x-amz-request-id"]
+    assert ET.fromstring(answer.content).findtext("RequestId") == request_id
+    logged = [r for r in caplog.records if r.name == "mirror.gateway"]
+    assert any(request_id in r.getMessage() and r.exc_info for r in logged)
