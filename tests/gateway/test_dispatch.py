@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -161,3 +162,18 @@ async def test_unexpected_errors_answer_internal_error_with_the_request_id(
     assert ET.fromstring(answer.content).findtext("RequestId") == request_id
     logged = [r for r in caplog.records if r.name == "mirror.gateway"]
     assert any(request_id in r.getMessage() and r.exc_info for r in logged)
+
+
+def test_the_server_serves_the_gateway_unless_disabled(tmp_path: Path) -> None:
+    from fastapi import FastAPI
+
+    from mirror.cli.server import build_app
+    from mirror.config import LakeMirrorConfig
+    from mirror.gateway.app import GatewayDispatch
+
+    catalog = open_memory()
+    enabled = build_app(LakeMirrorConfig(data_dir=tmp_path), catalog, ("local",))
+    assert isinstance(enabled, GatewayDispatch)
+    assert enabled.settings.domain_names == ("s3.local.lakefs.io",)
+    disabled = LakeMirrorConfig(data_dir=tmp_path, gateway={"enabled": False})
+    assert isinstance(build_app(disabled, catalog, ("local",)), FastAPI)
