@@ -186,6 +186,49 @@ def test_writes_to_the_mirror_are_refused_naming_it(mirrored: Mirrored, tmp_path
     )
 
 
+def test_a_commit_whose_metadata_has_not_arrived_lists_slow_down(mirrored: Mirrored) -> None:
+    world = mirrored.world
+    metadata = _metadata
+    # the new commit's ranges and metarange stay in region a
+    mirrored.simulator.withhold(metadata)
+    try:
+        done = world.a.http.post(
+            f"/repositories/{mirrored.source}/branches/main/objects",
+            params={"path": "tables/later.csv"},
+            content=b"later\n",
+        )
+        assert done.status_code == 201, done.text
+        made = world.a.http.post(
+            f"/repositories/{mirrored.source}/branches/main/commits", json={"message": "later"}
+        )
+        assert made.status_code == 201, made.text
+        record = made.json()
+        with httpx.Client(
+            base_url=f"{world.b.server.url}/api/v1", auth=world.replicator_key, timeout=30.0
+        ) as replicator:
+            commits = f"/repositories/{mirrored.mirror}/mirror/commits"
+            imported = replicator.post(commits, json=record)
+            assert imported.status_code == 201, imported.text
+        s3 = mirrored.s3("b")
+        at_new = f"{record['id']}/"
+        listed = _error(lambda: s3.list_objects_v2(Bucket=mirrored.mirror, Prefix=at_new))
+        assert listed["Error"]["Code"] == "SlowDown"
+        assert listed["ResponseMetadata"]["HTTPStatusCode"] == 503
+        assert "not yet replicated" in listed["Error"]["Message"]
+        got = _error(
+            lambda: s3.get_object(Bucket=mirrored.mirror, Key=f"{record['id']}/tables/a.csv")
+        )
+        assert got["Error"]["Code"] == "SlowDown"
+        # the mirror branch still points at the commit whose files are all here
+        assert len(_listing(s3, mirrored.mirror, "main/")) == len(FILES)
+    finally:
+        mirrored.simulator.release(metadata)
+
+
+def _metadata(key: str) -> bool:
+    return key.startswith("_lakefs/")
+
+
 def test_a_file_not_yet_replicated_answers_slow_down_until_it_arrives(
     mirrored: Mirrored,
 ) -> None:
