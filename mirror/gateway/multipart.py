@@ -19,7 +19,7 @@ import re
 import time
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, BinaryIO, cast
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from starlette.responses import Response
 
@@ -27,6 +27,7 @@ from mirror.core.model import DEFAULT_CONTENT_TYPE, Entry
 from mirror.core.protection import check_staging_write
 from mirror.errors import LakeMirrorError
 from mirror.gateway import xml
+from mirror.gateway.copy import parse_copy_source
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.mapping import WriteTarget, call, resolve_write_target, s3_errors
 from mirror.gateway.objects import stored_metadata
@@ -160,8 +161,11 @@ async def upload_part(req: S3Request) -> Response:
     store = catalog.block_store(repo)
     address = part_address(upload.upload_id, number)
     source = req.headers.get("x-amz-copy-source")
+    # a copy's reads fail as reads of its source (a mirror's missing data: SlowDown)
+    errors_of: tuple[str, str] = (bucket, path)
     if source is not None:
-        reader: BodyReader | ChainReader = await _copy_source(req, source)
+        reader: BodyReader | ChainReader
+        reader, errors_of = await _copy_source(req, source)
     else:
         if req.content_length is not None and req.content_length > MAX_PART_SIZE:
             raise _invalid(req, S3Code.ENTITY_TOO_LARGE, f"a part holds at most {MAX_PART_SIZE}")
@@ -174,7 +178,7 @@ async def upload_part(req: S3Request) -> Response:
         )
 
     def write() -> Part:
-        with s3_errors(bucket, path, catalog=catalog, write=True):
+        with s3_errors(*errors_of, catalog=catalog, write=source is None):
             store.put(address, cast(BinaryIO, reader))
         if source is None and req.content_length is not None and reader.size != req.content_length:
             store.delete(address)
@@ -200,19 +204,13 @@ async def upload_part(req: S3Request) -> Response:
     return xml.xml_response(root)
 
 
-async def _copy_source(req: S3Request, header: str) -> ChainReader:
-    """Return a reader over the range of the object ``x-amz-copy-source`` names."""
-    raw, _, query = unquote(header).partition("?")
-    if query:
-        raise _invalid(req, S3Code.NOT_IMPLEMENTED, "versioned copy sources")
-    src_bucket, _, src_key = raw.lstrip("/").partition("/")
-    src_ref, _, src_path = src_key.partition("/")
-    if not src_bucket or not src_ref or not src_path:
-        raise _invalid(
-            req,
-            S3Code.INVALID_ARGUMENT,
-            f"x-amz-copy-source {header!r} is not <bucket>/<ref>/<path>",
-        )
+async def _copy_source(req: S3Request, header: str) -> tuple[ChainReader, tuple[str, str]]:
+    """Return a reader over the range of the object ``x-amz-copy-source`` names, and its name.
+
+    The header is parsed as CopyObject parses it (:func:`~mirror.gateway.copy.parse_copy_source`).
+    """
+    named = parse_copy_source(header, bucket=req.bucket)
+    src_bucket, src_ref, src_path = named.bucket, named.ref, named.path
     req.require("fs:ReadObject", _arn(src_bucket, src_path))
     catalog = req.state.catalog
 
@@ -243,7 +241,7 @@ async def _copy_source(req: S3Request, header: str) -> ChainReader:
             )
     if end - start > MAX_PART_SIZE:
         raise _invalid(req, S3Code.ENTITY_TOO_LARGE, f"a part holds at most {MAX_PART_SIZE}")
-    return ChainReader([(store, key, start, end)])
+    return ChainReader([(store, key, start, end)]), (src_bucket, src_path)
 
 
 def _requested_parts(req: S3Request, root: ET.Element, path: str) -> list[tuple[int, str]]:

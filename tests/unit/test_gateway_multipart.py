@@ -26,6 +26,7 @@ from mirror.api.deps import Caller
 from mirror.config import GatewaySettings
 from mirror.core import Catalog
 from mirror.core.embedded import open_embedded
+from mirror.core.model import Entry
 from mirror.core.protection import add_rule, delete_rule
 from mirror.gateway import multipart
 from mirror.gateway.context import GatewayState, S3Request
@@ -606,3 +607,17 @@ def test_a_part_finishing_after_its_upload_ended_is_not_kept(gw: Gateway) -> Non
     assert refused(gw, multipart.upload_part, req).code is S3Code.NO_SUCH_UPLOAD
     assert gw.part_files() == []
     assert list(store.parts(upload)) == []
+
+
+def test_a_part_copied_from_a_mirror_before_its_data_arrived_is_slow_down(gw: Gateway) -> None:
+    gw.catalog.create_repository("mir2", "local://mir2", read_only=True, mirror_of="origin/x")
+    missing = Entry(address="data/not-yet/here", size=10, checksum="0" * 32, mtime=0)
+    gw.catalog.stage_object("mir2", "main", "late.bin", missing, force=True)
+    upload_id = gw.create()
+    query = {"uploadId": upload_id, "partNumber": "1"}
+    req = gw.request(
+        "PUT", "main/big.bin", query=query, headers={"x-amz-copy-source": "mir2/main/late.bin"}
+    )
+    err = refused(gw, multipart.upload_part, req)
+    assert err.code is S3Code.SLOW_DOWN and err.headers["Retry-After"]
+    assert gw.part_files() == []
