@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from starlette.responses import Response
 
+from mirror.api.auth.permissions import Action, object_arn, repository_arn
 from mirror.core.model import DEFAULT_CONTENT_TYPE, Entry
 from mirror.core.protection import check_staging_write
 from mirror.errors import LakeMirrorError
@@ -63,11 +64,6 @@ MAX_PART_SIZE = 5 << 30
 """S3's largest part."""
 _MAX_LISTED = 1000
 _RANGE = re.compile(r"bytes=(\d+)-(\d+)")
-
-
-def _arn(repository: str, path: str | None = None) -> str:
-    base = f"arn:lakefs:fs:::repository/{repository}"
-    return base if path is None else f"{base}/object/{path}"
 
 
 def _bucket(req: S3Request) -> str:
@@ -115,7 +111,7 @@ async def create_multipart_upload(req: S3Request) -> Response:
     """Answer CreateMultipartUpload (``POST <key>?uploads``)."""
     bucket = _bucket(req)
     ref, path = req.ref_and_path()
-    req.require("fs:WriteObject", _arn(bucket, path))
+    req.require(Action.WRITE_OBJECT, object_arn(bucket, path))
     target = await _write_target(req)
     upload = Upload(
         repository=bucket,
@@ -151,7 +147,7 @@ async def upload_part(req: S3Request) -> Response:
     """Answer UploadPart and UploadPartCopy (``PUT <key>?partNumber=N&uploadId=U``)."""
     bucket = _bucket(req)
     _, path = req.ref_and_path()
-    req.require("fs:WriteObject", _arn(bucket, path))
+    req.require(Action.WRITE_OBJECT, object_arn(bucket, path))
     number = _part_number(req, path)
     catalog = req.state.catalog
     repo = await call(req, catalog.get_repository, bucket, key=path, write=True)
@@ -211,7 +207,7 @@ async def _copy_source(req: S3Request, header: str) -> tuple[ChainReader, tuple[
     """
     named = parse_copy_source(header, bucket=req.bucket)
     src_bucket, src_ref, src_path = named.bucket, named.ref, named.path
-    req.require("fs:ReadObject", _arn(src_bucket, src_path))
+    req.require(Action.READ_OBJECT, object_arn(src_bucket, src_path))
     catalog = req.state.catalog
 
     def locate() -> tuple[Repository, BlockStore, str, int]:
@@ -291,7 +287,7 @@ async def complete_multipart_upload(req: S3Request) -> Response:
     """Answer CompleteMultipartUpload (``POST <key>?uploadId=U``)."""
     bucket = _bucket(req)
     ref, path = req.ref_and_path()
-    req.require("fs:WriteObject", _arn(bucket, path))
+    req.require(Action.WRITE_OBJECT, object_arn(bucket, path))
     target = await _write_target(req)
     upload = await _upload(req, req.query.get("uploadId"), path)
     wanted = _requested_parts(req, await xml.read_xml(req, "CompleteMultipartUpload"), path)
@@ -337,7 +333,7 @@ async def abort_multipart_upload(req: S3Request) -> Response:
     """Answer AbortMultipartUpload (``DELETE <key>?uploadId=U``)."""
     bucket = _bucket(req)
     _, path = req.ref_and_path()
-    req.require("fs:DeleteObject", _arn(bucket, path))
+    req.require(Action.DELETE_OBJECT, object_arn(bucket, path))
     catalog = req.state.catalog
     repo = await call(req, catalog.get_repository, bucket, key=path, write=True)
     if repo.read_only:
@@ -368,7 +364,7 @@ async def list_parts(req: S3Request) -> Response:
     """Answer ListParts (``GET <key>?uploadId=U``)."""
     bucket = _bucket(req)
     ref, path = req.ref_and_path()
-    req.require("fs:ReadObject", _arn(bucket, path))
+    req.require(Action.READ_OBJECT, object_arn(bucket, path))
     await call(req, req.state.catalog.get_repository, bucket, key=path)
     upload = await _upload(req, req.query.get("uploadId"), path)
     raw_marker = req.query.get("part-number-marker", "0") or "0"
@@ -412,7 +408,7 @@ async def list_parts(req: S3Request) -> Response:
 async def list_multipart_uploads(req: S3Request) -> Response:
     """Answer ListMultipartUploads (``GET <bucket>?uploads``)."""
     bucket = _bucket(req)
-    req.require("fs:ListObjects", _arn(bucket))
+    req.require(Action.LIST_OBJECTS, repository_arn(bucket))
     await call(req, req.state.catalog.get_repository, bucket)
     if req.query.get("delimiter"):
         raise _invalid(req, S3Code.NOT_IMPLEMENTED, "ListMultipartUploads with a delimiter")
