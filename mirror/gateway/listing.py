@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import quote_plus
+from xml.sax.saxutils import escape
+
+from starlette.responses import Response
 
 from mirror.api.auth.permissions import Action, repository_arn
 from mirror.core.errors import (
@@ -29,8 +31,6 @@ from mirror.gateway import mapping, xml
 from mirror.gateway.errors import S3Code, S3Error
 
 if TYPE_CHECKING:
-    from starlette.responses import Response
-
     from mirror.core.catalog import Catalog
     from mirror.core.model import ObjectStat
     from mirror.gateway.context import S3Request
@@ -200,51 +200,74 @@ def _permission(query: _Query) -> str:
     return Action.LIST_OBJECTS
 
 
-def _render(req: S3Request, query: _Query, page: _Page) -> ET.Element:
+def _element(name: str, value: str | int | bool) -> str:
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, int):
+        text = str(value)
+    else:
+        text = escape(value)
+    return f"<{name}>{text}</{name}>"
+
+
+def _render(req: S3Request, query: _Query, page: _Page) -> bytes:
+    """Return the ``ListBucketResult`` document.
+
+    Written as text rather than through ElementTree: a page holds up to 1,000 ``<Contents>`` of
+    six elements each, and building and serialising those as elements costs ten times the
+    catalog's reading of the page.
+    """
+
     def enc(value: str) -> str:
         return quote_plus(value, safe="/") if query.encode else value
 
-    root = xml.document("ListBucketResult")
-    xml.add(root, "Name", req.bucket)
-    xml.add(root, "Prefix", enc(query.prefix))
+    out = [f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="{xml.S3_NAMESPACE}">']
+    out.append(_element("Name", req.bucket or ""))
+    out.append(_element("Prefix", enc(query.prefix)))
     if query.v2:
         token = req.query.get("continuation-token")
         if token is not None:
-            xml.add(root, "ContinuationToken", token)
+            out.append(_element("ContinuationToken", token))
         start_after = req.query.get("start-after")
         if start_after is not None:
-            xml.add(root, "StartAfter", enc(start_after))
-        xml.add(root, "KeyCount", len(page.objects) + len(page.prefixes))
+            out.append(_element("StartAfter", enc(start_after)))
+        out.append(_element("KeyCount", len(page.objects) + len(page.prefixes)))
     else:
-        xml.add(root, "Marker", enc(query.after))
-    xml.add(root, "MaxKeys", query.requested_max_keys)
+        out.append(_element("Marker", enc(query.after)))
+    out.append(_element("MaxKeys", query.requested_max_keys))
     if query.delimiter:
-        xml.add(root, "Delimiter", enc(query.delimiter))
+        out.append(_element("Delimiter", enc(query.delimiter)))
     if query.encode:
-        xml.add(root, "EncodingType", "url")
-    xml.add(root, "IsTruncated", page.truncated)
+        out.append(_element("EncodingType", "url"))
+    out.append(_element("IsTruncated", page.truncated))
     if page.truncated and query.v2:
-        xml.add(root, "NextContinuationToken", encode_token(page.last))
+        out.append(_element("NextContinuationToken", encode_token(page.last)))
     elif page.truncated and (query.delimiter or not page.objects):
         # S3 gives NextMarker only with a delimiter; a page of prefixes alone has no last key
         # a client could resume from either
-        xml.add(root, "NextMarker", enc(page.last))
-    owner = req.caller.id
+        out.append(_element("NextMarker", enc(page.last)))
+    owner = ""
+    if not query.v2 or query.fetch_owner:
+        # no per-object owner is recorded: every key belongs to the requester's account
+        who = escape(req.caller.id)
+        owner = f"<Owner><ID>{who}</ID><DisplayName>{who}</DisplayName></Owner>"
+    times: dict[float, str] = {}  # objects written together share their second
     for key, stat in page.objects:
-        contents = xml.add(root, "Contents")
-        xml.add(contents, "Key", enc(key))
-        xml.add(contents, "LastModified", xml.iso_time(stat.entry.mtime))
-        xml.add(contents, "ETag", f'"{stat.entry.checksum}"')
-        xml.add(contents, "Size", stat.entry.size)
-        if not query.v2 or query.fetch_owner:
-            # no per-object owner is recorded: every key belongs to the requester's account
-            owner_el = xml.add(contents, "Owner")
-            xml.add(owner_el, "ID", owner)
-            xml.add(owner_el, "DisplayName", owner)
-        xml.add(contents, "StorageClass", _STORAGE_CLASS)
+        entry = stat.entry
+        when = times.get(entry.mtime)
+        if when is None:
+            when = times[entry.mtime] = xml.iso_time(entry.mtime)
+        out.append(
+            f"<Contents>{_element('Key', enc(key))}"
+            f"<LastModified>{when}</LastModified>"
+            f"<ETag>&quot;{escape(entry.checksum)}&quot;</ETag>"
+            f"<Size>{entry.size}</Size>{owner}"
+            f"<StorageClass>{_STORAGE_CLASS}</StorageClass></Contents>"
+        )
     for prefix in page.prefixes:
-        xml.add(xml.add(root, "CommonPrefixes"), "Prefix", enc(prefix))
-    return root
+        out.append(f"<CommonPrefixes>{_element('Prefix', enc(prefix))}</CommonPrefixes>")
+    out.append("</ListBucketResult>")
+    return "".join(out).encode()
 
 
 async def list_objects(req: S3Request) -> Response:
@@ -263,4 +286,4 @@ async def list_objects(req: S3Request) -> Response:
     query = _parse(req)
     req.require(_permission(query), repository_arn(bucket))
     page = await mapping.call(req, _read, req.state.catalog, bucket, query)
-    return xml.xml_response(_render(req, query, page))
+    return Response(_render(req, query, page), media_type=xml.XML_CONTENT_TYPE)

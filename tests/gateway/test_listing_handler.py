@@ -273,3 +273,12 @@ def test_an_unknown_bucket_answers_no_such_bucket(gw: Gateway) -> None:
     with pytest.raises(S3Error) as root:
         gw.call(bucket="nosuchrepo", delimiter="/")
     assert root.value.code is S3Code.NO_SUCH_BUCKET
+
+
+def test_keys_with_xml_special_characters_stay_well_formed(gw: Gateway) -> None:
+    odd = ["a&b.txt", "c<d>.txt", "e\"f'.txt"]
+    for path in odd:
+        gw.catalog.upload_object("repo", "main", path, b"x")
+    root = gw.call(prefix="main/", delimiter="/", **{"list-type": "2", "fetch-owner": "true"})
+    assert keys(root) == sorted(f"main/{p}" for p in odd)
+    assert text(root, "Delimiter") == "/"
