@@ -334,6 +334,48 @@ class S3BlockStore:
             raise
         return ObjectInfo(key, size, done["ETag"].strip('"'))
 
+    def compose(self, key: str, sources: list[str]) -> ObjectInfo:
+        """Write at ``key`` the concatenation of the objects ``sources``, copied inside S3.
+
+        One multipart upload whose parts are server-side copies (UploadPartCopy): no byte goes
+        through this process. Every source but the last must hold at least 5 MiB (S3's smallest
+        part) and at most 5 GiB; a failed upload is aborted.
+        """
+        full = self._key(key)
+        try:
+            upload_id = self._client.create_multipart_upload(Bucket=self._bucket, Key=full)[
+                "UploadId"
+            ]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, key, "put") from exc
+        source = key
+        try:
+            parts: list[Any] = []
+            for number, source in enumerate(sources, start=1):
+                answer = self._client.upload_part_copy(
+                    Bucket=self._bucket,
+                    Key=full,
+                    UploadId=upload_id,
+                    PartNumber=number,
+                    CopySource={"Bucket": self._bucket, "Key": self._key(source)},
+                )
+                parts.append({"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"]})
+            source = key
+            self._client.complete_multipart_upload(
+                Bucket=self._bucket, Key=full, UploadId=upload_id, MultipartUpload={"Parts": parts}
+            )
+        except BaseException as exc:
+            try:
+                self._client.abort_multipart_upload(
+                    Bucket=self._bucket, Key=full, UploadId=upload_id
+                )
+            except (ClientError, BotoCoreError):
+                pass  # the bucket's lifecycle rule for incomplete uploads is the backstop
+            if isinstance(exc, ClientError | BotoCoreError):
+                raise self._error(exc, source, "put") from exc
+            raise
+        return self.head(key)
+
     def put_if_absent(self, key: str, data: bytes) -> bool:
         """Write ``data`` at ``key`` unless an object is there (S3 conditional write).
 

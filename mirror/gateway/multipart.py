@@ -24,6 +24,7 @@ from urllib.parse import quote
 from starlette.responses import Response
 
 from mirror.api.auth.permissions import Action, object_arn, repository_arn
+from mirror.block.errors import BlockNotFoundError
 from mirror.core.model import DEFAULT_CONTENT_TYPE, Entry
 from mirror.core.protection import check_staging_write
 from mirror.errors import LakeMirrorError
@@ -283,6 +284,27 @@ def _chosen_parts(
     return chosen
 
 
+def _join_parts(store: BlockStore, address: str, parts: list[Part]) -> int:
+    """Write the parts' bytes, in order, as one object at ``address``; return its size.
+
+    A store that can concatenate its own objects (S3: a multipart upload of server-side part
+    copies) does so without the bytes passing through this process; otherwise they stream
+    through, a range at a time.
+    """
+    size = sum(p.size for p in parts)
+    compose = getattr(store, "compose", None)
+    if callable(compose):
+        info = compose(address, [p.address for p in parts])
+    else:
+        info = store.put(
+            address, cast(BinaryIO, ChainReader((store, p.address, 0, p.size) for p in parts))
+        )
+    if info.size != size:
+        store.delete(address)
+        raise LakeMirrorError(f"assembled {info.size} bytes of {size} at {address!r}")
+    return size
+
+
 async def complete_multipart_upload(req: S3Request) -> Response:
     """Answer CompleteMultipartUpload (``POST <key>?uploadId=U``)."""
     bucket = _bucket(req)
@@ -300,12 +322,16 @@ async def complete_multipart_upload(req: S3Request) -> Response:
     def assemble() -> Entry:
         store = catalog.block_store(repo)
         address = catalog.paths.new_path()
-        reader = ChainReader((store, p.address, 0, p.size) for p in chosen)
         with s3_errors(bucket, path, catalog=catalog, write=True):
-            store.put(address, cast(BinaryIO, reader))
+            try:
+                size = _join_parts(store, address, chosen)
+            except BlockNotFoundError as exc:
+                # a part's bytes are gone from storage (removed by hand): upload it again
+                missing = _invalid(req, S3Code.INVALID_PART, f"a part's data is missing: {exc}")
+                raise missing from exc
             entry = Entry(
                 address=address,
-                size=reader.size,
+                size=size,
                 checksum=multipart_etag(p.md5 for p in chosen),
                 mtime=int(time.time()),
                 content_type=upload.content_type or DEFAULT_CONTENT_TYPE,

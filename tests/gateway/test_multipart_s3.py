@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.gateway.live import Live
 from tests.gateway.test_multipart_boto3 import upload_40_mib
@@ -89,6 +90,39 @@ def test_40_mib_upload_file_on_an_s3_namespace(
     assert physical.startswith(f"s3://{bucket}/{repo}/data/")
     stored = s3_client.head_object(Bucket=bucket, Key=physical.removeprefix(f"s3://{bucket}/"))
     assert stored["ContentLength"] == 40 << 20
+    # joined inside S3 from the same 8 MiB parts, so S3's own ETag is the gateway's
+    assert stored["ETag"] == s3.head_object(Bucket=repo, Key="main/tables/big.bin")["ETag"]
+
+
+def test_a_part_gone_from_the_bucket_fails_completion_and_changes_nothing(
+    live: Live,
+    bucket: str,
+    s3_client: Any,  # noqa: F811
+) -> None:
+    repo = live.create_repository("mpus3")
+    s3 = live.s3()
+    key = "main/broken.bin"
+    upload_id = s3.create_multipart_upload(Bucket=repo, Key=key)["UploadId"]
+    parts = [
+        {
+            "PartNumber": n,
+            "ETag": s3.upload_part(
+                Bucket=repo, Key=key, UploadId=upload_id, PartNumber=n, Body=bytes([n]) * (5 << 20)
+            )["ETag"],
+        }
+        for n in (1, 2)
+    ]
+    stored = _keys(s3_client, bucket, f"{repo}/_lakefs/multipart/{upload_id}/")
+    s3_client.delete_object(Bucket=bucket, Key=stored[1])
+    with pytest.raises(ClientError) as info:
+        s3.complete_multipart_upload(
+            Bucket=repo, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+        )
+    assert info.value.response["Error"]["Code"] == "InvalidPart"
+    assert "data is missing" in info.value.response["Error"]["Message"]
+    assert live.paths(repo, "main") == []
+    assert _keys(s3_client, bucket, f"{repo}/data/") == []
+    assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
 def test_abort_leaves_no_part_in_the_bucket(

@@ -621,3 +621,25 @@ def test_a_part_copied_from_a_mirror_before_its_data_arrived_is_slow_down(gw: Ga
     err = refused(gw, multipart.upload_part, req)
     assert err.code is S3Code.SLOW_DOWN and err.headers["Retry-After"]
     assert gw.part_files() == []
+
+
+def test_a_part_gone_from_storage_is_an_invalid_part(gw: Gateway) -> None:
+    upload_id = gw.create()
+    first = gw.part(upload_id, 1, b"1" * (5 * MiB))
+    second = gw.part(upload_id, 2, b"2")
+    part_file = gw.root / "repo" / PARTS_PREFIX / gw.part_files()[1]
+    part_file.unlink()
+    doc = "".join(
+        f"<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>"
+        for n, e in ((1, first), (2, second))
+    )
+    body = f"<CompleteMultipartUpload>{doc}</CompleteMultipartUpload>".encode()
+    req = gw.request("POST", "main/big.bin", query={"uploadId": upload_id}, body=body)
+    err = refused(gw, multipart.complete_multipart_upload, req)
+    assert err.code is S3Code.INVALID_PART and "data is missing" in err.message
+    assert gw.staged() == []
+    data = gw.root / "repo" / "data"
+    assert not data.exists() or not [p for p in data.rglob("*") if p.is_file()]
+    # the part can be uploaded again, and the upload completes
+    gw.complete(upload_id, [(1, first), (2, gw.part(upload_id, 2, b"2"))])
+    assert gw.catalog.read_object("repo", "main", "big.bin", 0, None) == b"1" * (5 * MiB) + b"2"
