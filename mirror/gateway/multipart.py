@@ -1,9 +1,10 @@
 """Multipart uploads through the gateway: create, upload (or copy) parts, complete, abort, list.
 
 An upload is a record in the shared KV (:mod:`mirror.gateway.uploads`) and its parts are objects
-under ``_lakefs/multipart/`` of the repository's storage namespace. Completing streams the listed
-parts, in order and a range at a time, into one fresh data object, which is then staged on the
-branch with the checks a PutObject passes; until that last step the branch is unchanged. The
+under ``_lakefs/multipart/`` of the repository's storage namespace. Completing joins the listed
+parts, in order, into one fresh data object — inside S3 on an S3 namespace (server-side part
+copies), elsewhere streamed a range at a time — which is then staged on the branch with the
+checks a PutObject passes; until that last step the branch is unchanged. The
 object's checksum is S3's multipart ETag (``<md5 of the parts' MD5s>-<N>``), so HEAD, GET and
 listings report the ETag CompleteMultipartUpload answered (lakeFS drops the ``-N``).
 
