@@ -7,7 +7,7 @@ HTTP errors become the shared error tree of :mod:`mirror.errors`, carrying the s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -264,3 +264,69 @@ class LakeFSClient:
     async def delete_tag(self, repo: str, tag: str) -> None:
         """Delete a mirror tag."""
         await self._call("DELETE", f"/repositories/{_seg(repo)}/mirror/tags/{_seg(tag)}")
+
+    # repository roles (fs:MirrorRepository)
+
+    async def demote_repository(self, repo: str, mirror_of: str) -> JSON:
+        """Make ``repo`` a read-only mirror of ``mirror_of`` (``"<region>/<repo>"``).
+
+        Demoting again with the same ``mirror_of`` succeeds again (a retry); every write the
+        server acknowledges on ``repo`` happened before this call answered.
+
+        Returns:
+            The repository, now ``read_only`` with ``mirror_of`` set.
+
+        Raises:
+            NotFoundError: no such repository.
+            ConflictError: the repository is read-only already, mirroring something else.
+        """
+        return await self._json(
+            "POST", f"/repositories/{_seg(repo)}/mirror/demote", json={"mirror_of": mirror_of}
+        )
+
+    async def promote_repository(self, repo: str, promotion: JSON) -> JSON:
+        """Make the mirror ``repo`` writable, keeping ``promotion`` as its promotion record.
+
+        Returns:
+            The repository, now writable with no ``mirror_of``.
+
+        Raises:
+            NotFoundError: no such repository.
+            ConflictError: the repository is not a mirror (not read-only).
+        """
+        return await self._json(
+            "POST",
+            f"/repositories/{_seg(repo)}/mirror/promote",
+            json={"promotion": promotion},
+        )
+
+    async def get_promotion(self, repo: str) -> JSON | None:
+        """Return the newest promotion record of ``repo``, or ``None`` if it was never promoted.
+
+        Raises:
+            NotFoundError: no such repository.
+        """
+        try:
+            return await self._json("GET", f"/repositories/{_seg(repo)}/mirror/promotion")
+        except NotFoundError:
+            # a missing repository must not read as "never promoted"
+            await self.get_repository(repo)
+            return None
+
+    async def preserve_branch(
+        self, repo: str, branch: str, head: str, commits: Sequence[RemoteCommit]
+    ) -> JSON:
+        """Import ``commits`` (parents first; IDs verified), then create the new ``branch`` at ``head``.
+
+        Works on a writable or a read-only repository.
+
+        Returns:
+            The new branch as a ``Ref`` (``id``, ``commit_id``).
+
+        Raises:
+            AlreadyExistsError: the branch exists.
+            InvalidValueError: a commit's ID does not match its content.
+            NotFoundError: no such repository, or a parent (or ``head``) is missing.
+        """
+        body = {"branch": branch, "head": head, "commits": [c.raw for c in commits]}
+        return await self._json("POST", f"/repositories/{_seg(repo)}/mirror/preserve", json=body)
