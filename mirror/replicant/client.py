@@ -316,7 +316,7 @@ class LakeFSClient:
     async def preserve_branch(
         self, repo: str, branch: str, head: str, commits: Sequence[RemoteCommit]
     ) -> JSON:
-        """Import ``commits`` (parents first; IDs verified), then create the new ``branch`` at ``head``.
+        """Import ``commits`` (parents first, IDs verified) and create ``branch`` at ``head``.
 
         Works on a writable or a read-only repository.
 
