@@ -25,9 +25,11 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
+import lakefs_sdk
 import yaml
 
 from mirror.simulate import ReplicationSimulator
@@ -36,10 +38,17 @@ from tests.e2e.regions import (
     Region,
     Replicant,
     TwoRegions,
+    _admin_client,
     _make_replicator,
     wait_for,
 )
-from tests.integration.harness import free_port, stop_process, wait_healthy
+from tests.integration.harness import (
+    free_port,
+    running_server,
+    stop_process,
+    unique,
+    wait_healthy,
+)
 
 __all__ = [
     "Ack",
@@ -131,18 +140,26 @@ class Failover:
             stop_process(process)
 
     def replicate(
-        self, source: str, source_ns: str, destination: str, destination_ns: str, **faults: Any
+        self,
+        source: str,
+        source_ns: str,
+        destination: str,
+        destination_ns: str,
+        start: bool = True,
+        **faults: Any,
     ) -> ReplicationSimulator:
-        """Start replicating ``source_ns`` of region ``source`` into ``destination_ns`` of
-        region ``destination`` (with the simulator's faults: ``delay``, ``seed``, ...)."""
+        """Replicate ``source_ns`` of region ``source`` into ``destination_ns`` of region
+        ``destination`` (with the simulator's faults: ``delay``, ``seed``, ...), in the
+        background unless ``start`` is false."""
         faults.setdefault("poll_interval", 0.02)
         sim = ReplicationSimulator(
             self.regions[source].store(source_ns),
             self.regions[destination].store(destination_ns),
             **faults,
         )
-        sim.start()
-        self.simulators.append(sim)
+        if start:
+            sim.start()
+            self.simulators.append(sim)
         return sim
 
     def stop_replication(self, sim: ReplicationSimulator) -> None:
@@ -216,6 +233,43 @@ class Failover:
             if replicant.replica_id.startswith(f"{name}-"):
                 return name
         raise AssertionError(f"replica {replicant.replica_id!r} names no region")
+
+
+@contextmanager
+def restarted(region: Region, log_path: Path) -> Iterator[Region]:
+    """Start ``region``'s server again on its data directory (after it was killed) until the
+    block ends; return the region as it is now (a new port, new clients)."""
+    server = region.server
+    with running_server(
+        server.data_dir,
+        log_path,
+        access_key_id=server.access_key_id,
+        secret_access_key=server.secret_access_key,
+        env=region.env,
+        namespace_root=server.namespace_root,
+    ) as again:
+        http = httpx.Client(
+            base_url=f"{again.url}/api/v1",
+            auth=(again.access_key_id, again.secret_access_key),
+            timeout=30.0,
+        )
+        try:
+            yield Region(
+                region.name, again, _admin_client(again), http, region.resolver, dict(region.env)
+            )
+        finally:
+            http.close()
+
+
+def make_user(region: Region, *policies: str) -> tuple[str, str]:
+    """Create a user of ``region`` with ``policies`` attached; return its key and secret."""
+    auth = region.client.sdk_client.auth_api
+    user_id = unique("user")
+    auth.create_user(lakefs_sdk.UserCreation(id=user_id))
+    for policy in policies:
+        auth.attach_policy_to_user(user_id, policy)
+    creds = auth.create_credentials(user_id)
+    return creds.access_key_id, creds.secret_access_key
 
 
 def repository(region: Region, repo: str) -> dict[str, Any] | None:
