@@ -38,6 +38,7 @@ def repository_model(repo: CoreRepository) -> Repository:
         storage_id="",
         storage_namespace=repo.storage_namespace,
         read_only=repo.read_only,
+        mirror_of=repo.mirror_of,
     )
 
 

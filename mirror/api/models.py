@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,9 @@ __all__ = [
     "Merge",
     "MergeResult",
     "MirrorBranchUpdate",
+    "MirrorDemotion",
+    "MirrorPreservation",
+    "MirrorPromotion",
     "MirrorRepositoryCreation",
     "MirrorTagCreation",
     "ObjectCopyCreation",
@@ -137,6 +140,9 @@ class Repository(BaseModel):
     storage_id: str = ""
     storage_namespace: str
     read_only: bool = False
+    mirror_of: str | None = Field(
+        default=None, description='the repository a read-only mirror follows, "region/repo"'
+    )
 
 
 class RepositoryList(BaseModel):
@@ -296,6 +302,33 @@ class MirrorTagCreation(_Request):
     """``PUT /repositories/{repo}/mirror/tags/{tag}`` body."""
 
     commit_id: str
+
+
+class MirrorDemotion(_Request):
+    """``POST /repositories/{repo}/mirror/demote`` body: the repository it will mirror."""
+
+    mirror_of: str = Field(min_length=1, description='e.g. "us-west-2/origin"')
+
+
+class MirrorPromotion(_Request):
+    """``POST /repositories/{repo}/mirror/promote`` body: the record kept of the promotion.
+
+    ``promotion`` is free JSON, kept as given ("from", "at", "forced", "heads", ... by
+    convention).
+    """
+
+    promotion: dict[str, Any]
+
+
+class MirrorPreservation(_Request):
+    """``POST /repositories/{repo}/mirror/preserve`` body: commits to keep on a new branch.
+
+    ``commits`` are records as ``GET .../commits/{id}`` returns them, parents first.
+    """
+
+    branch: str
+    head: str
+    commits: list[Commit] = Field(default_factory=list)
 
 
 class ObjectStats(BaseModel):

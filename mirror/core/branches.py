@@ -5,6 +5,7 @@ from __future__ import annotations
 from mirror.core.changes import is_dirty
 from mirror.core.context import CatalogContext
 from mirror.core.errors import (
+    BranchExistsError,
     DefaultBranchDeletionError,
     DirtyBranchError,
     RefPreconditionFailedError,
@@ -33,7 +34,7 @@ def create_branch(ctx: CatalogContext, repository: str, name: str, source: str) 
     require_commit_ref(source)
     cid = resolve_ref(ctx, repo, source).commit_id
     branch = Branch(branch_id, cid, StagingStore.new_token())
-    ctx.refs.create_branch(repo, branch)
+    ctx.refs.create_branch(repo, branch, require_writable=True)
     return branch
 
 
@@ -47,7 +48,7 @@ def delete_branch(ctx: CatalogContext, repository: str, name: str, *, force: boo
     branch_id = validate_branch_id(name)
     if branch_id == repo.default_branch:
         raise DefaultBranchDeletionError(f"{name!r} of repository {repo.id!r}")
-    branch = ctx.refs.delete_branch(repo, branch_id)
+    branch = ctx.refs.delete_branch(repo, branch_id, require_writable=not force)
     for token in branch.tokens:
         ctx.staging.drop_token(token)
 
@@ -72,8 +73,8 @@ def set_branch_head(
     if expected is None:
         branch = Branch(branch_id, cid, StagingStore.new_token())
         try:
-            ctx.refs.create_branch(repo, branch)
-        except Exception as exc:
+            ctx.refs.create_branch(repo, branch, require_writable=not force)
+        except BranchExistsError as exc:
             found = ctx.refs.get_branch(repo, branch_id).commit_id
             raise RefPreconditionFailedError(branch_id, None, found) from exc
         return branch
@@ -81,7 +82,7 @@ def set_branch_head(
     if current.commit_id != expected:
         raise RefPreconditionFailedError(branch_id, expected, current.commit_id)
     new = Branch(branch_id, cid, current.staging_token, current.sealed_tokens)
-    ctx.refs.set_branch_if(repo, new, raw)
+    ctx.refs.set_branch_if(repo, new, raw, require_writable=not force)
     return new
 
 

@@ -12,11 +12,20 @@ concept (``repositories``, ``resolve``, ``branches``, ``objects``, ``listing``, 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import BinaryIO
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, BinaryIO
 
 from mirror.block.protocol import BlockStore, NamespaceResolver
-from mirror.core import branches, changes, commits, listing, objects, repositories, threeway
+from mirror.core import (
+    branches,
+    changes,
+    commits,
+    listing,
+    objects,
+    repositories,
+    roles,
+    threeway,
+)
 from mirror.core.commits import CommitResult
 from mirror.core.committed import ChunkingParams, CommittedStore
 from mirror.core.context import CatalogContext
@@ -176,6 +185,26 @@ class Catalog:
         repo = self._ctx.writable(name, force)
         self._ctx.refs.delete_repository(repo)
 
+    # roles (mirror or source)
+
+    def demote_repository(self, name: str, mirror_of: str) -> Repository:
+        """Make a repository a read-only mirror of ``mirror_of``; see :mod:`mirror.core.roles`."""
+        return roles.demote_repository(self._ctx, name, mirror_of)
+
+    def promote_repository(self, name: str, promotion: Mapping[str, Any]) -> Repository:
+        """Make a mirror writable, keeping ``promotion`` as its newest promotion record."""
+        return roles.promote_repository(self._ctx, name, promotion)
+
+    def get_promotion(self, name: str) -> dict[str, Any]:
+        """Return the newest promotion record (:class:`PromotionNotFoundError` if none)."""
+        return roles.get_promotion(self._ctx, name)
+
+    def preserve_branch(
+        self, name: str, branch: str, head: str, records: Sequence[Commit]
+    ) -> Branch:
+        """Import ``records`` (parents first) and create the new ``branch`` at ``head``."""
+        return roles.preserve_branch(self._ctx, name, branch, head, records)
+
     # commits and refs
 
     def get_commit(self, repository: str, commit: str) -> Commit:
@@ -264,7 +293,7 @@ class Catalog:
         tag_id = validate_tag_id(name)
         require_commit_ref(ref)
         cid = resolve_ref(self._ctx, repo, ref).commit_id
-        self._ctx.refs.create_tag(repo, tag_id, cid)
+        self._ctx.refs.create_tag(repo, tag_id, cid, require_writable=not force)
         return cid
 
     def get_tag(self, repository: str, name: str) -> CommitID:

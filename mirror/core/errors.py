@@ -40,6 +40,7 @@ __all__ = [
     "ObjectNotFoundError",
     "ParentOutOfRangeError",
     "PathRequiredError",
+    "PromotionNotFoundError",
     "ProtectedBranchCommitError",
     "ProtectedBranchError",
     "ProtectedBranchWriteError",
@@ -47,7 +48,9 @@ __all__ = [
     "RefPreconditionFailedError",
     "RepositoryExistsError",
     "RepositoryNotFoundError",
+    "RepositoryPreconditionFailedError",
     "RepositoryReadOnlyError",
+    "RepositoryRoleConflictError",
     "RevertParentRequiredError",
     "StagingNotACommitError",
     "TagExistsError",
@@ -263,6 +266,22 @@ class RefPreconditionFailedError(LakeFSText, PreconditionFailedError):
         self,
     ) -> tuple[type[RefPreconditionFailedError], tuple[str, str | None, str | None]]:
         return (type(self), (self.branch, self.expected, self.found))
+
+
+class RepositoryPreconditionFailedError(LakeFSText, PreconditionFailedError):
+    """The repository record changed between reading it and replacing it."""
+
+    lakefs_text = "Precondition failed"
+
+
+class RepositoryRoleConflictError(ConflictError):
+    """A repository's role (writable source or read-only mirror) forbids the change asked."""
+
+
+class PromotionNotFoundError(LakeFSText, NotFoundError):
+    """The repository has never been promoted from a mirror."""
+
+    lakefs_text = "not found"
 
 
 class RepositoryReadOnlyError(LakeFSText, ReadOnlyError):

@@ -102,22 +102,29 @@ class Repository:
 
 @dataclass(frozen=True, slots=True)
 class Branch:
-    """A branch: its head commit, its current staging token and the sealed ones (newest first)."""
+    """A branch: its head commit, its current staging token and the sealed ones (newest first).
+
+    ``fence`` changes only when the repository is demoted to a mirror: rewriting it makes every
+    compare-and-swap prepared against the branch as it was before fail (see
+    :mod:`mirror.core.roles`). Other updates leave it empty.
+    """
 
     id: BranchID
     commit_id: CommitID
     staging_token: StagingToken
     sealed_tokens: tuple[StagingToken, ...] = ()
+    fence: str = ""
 
     def encode(self) -> bytes:
         """Return the KV encoding of this record (the branch name is the key)."""
-        return encode_json(
-            {
-                "commit_id": self.commit_id,
-                "staging_token": self.staging_token,
-                "sealed_tokens": list(self.sealed_tokens),
-            }
-        )
+        record: dict[str, Any] = {
+            "commit_id": self.commit_id,
+            "staging_token": self.staging_token,
+            "sealed_tokens": list(self.sealed_tokens),
+        }
+        if self.fence:
+            record["fence"] = self.fence
+        return encode_json(record)
 
     @classmethod
     def decode(cls, branch_id: BranchID, data: bytes) -> Branch:
@@ -128,6 +135,7 @@ class Branch:
             commit_id=CommitID(r["commit_id"]),
             staging_token=StagingToken(r["staging_token"]),
             sealed_tokens=tuple(StagingToken(t) for t in r["sealed_tokens"]),
+            fence=str(r.get("fence", "")),
         )
 
     @property

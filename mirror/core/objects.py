@@ -91,7 +91,13 @@ def stage_objects(
     staged = [(validate_path(p), e) for p, e in items]
     ctx.refs.get_branch(repo, branch_id)
     check_staging_write(ctx.kv, repo, branch_id)
-    write_staged(ctx, repo, branch_id, lambda t: ctx.staging.set_many(t, staged))
+    write_staged(
+        ctx,
+        repo,
+        branch_id,
+        lambda t: ctx.staging.set_many(t, staged),
+        require_writable=not force,
+    )
     return [ObjectStat(p, e, physical_address(repo, e)) for p, e in staged]
 
 

@@ -16,9 +16,12 @@ from mirror.core.errors import (
     BranchExistsError,
     BranchNotFoundError,
     CommitNotFoundError,
+    PromotionNotFoundError,
     RefPreconditionFailedError,
     RepositoryExistsError,
     RepositoryNotFoundError,
+    RepositoryPreconditionFailedError,
+    RepositoryReadOnlyError,
     TagExistsError,
     TagNotFoundError,
 )
@@ -84,6 +87,59 @@ class RefStore:
             return Repository.decode(self.kv.get(_REPOS + repo_id.encode()))
         except KeyNotFoundError as exc:
             raise RepositoryNotFoundError(f"{repo_id!r}") from exc
+
+    def get_repository_raw(self, repo_id: RepositoryID) -> tuple[Repository, bytes]:
+        """Return the repository record and its exact stored bytes, for :meth:`set_repository_if`.
+
+        Raises:
+            RepositoryNotFoundError: no such repository.
+        """
+        try:
+            raw = self.kv.get(_REPOS + repo_id.encode())
+        except KeyNotFoundError as exc:
+            raise RepositoryNotFoundError(f"{repo_id!r}") from exc
+        return Repository.decode(raw), raw
+
+    def set_repository_if(self, repo: Repository, expected: bytes) -> None:
+        """Replace the repository record only if it still holds ``expected`` bytes.
+
+        Raises:
+            RepositoryPreconditionFailedError: the record changed (or vanished) meanwhile.
+        """
+        try:
+            self.kv.set_if(_REPOS + repo.id.encode(), repo.encode(), expected)
+        except KVPreconditionFailedError as exc:
+            raise RepositoryPreconditionFailedError(f"repository {repo.id!r} changed") from exc
+
+    def require_writable(self, repo: Repository) -> None:
+        """Read the record of ``repo`` again and raise unless that instance is still writable.
+
+        Called after a ref was read (or written) so that a demotion in between is noticed.
+
+        Raises:
+            RepositoryNotFoundError: the repository (that instance of it) is gone.
+            RepositoryReadOnlyError: the repository is read-only now.
+        """
+        current = self.get_repository(repo.id)
+        if current.instance_uid != repo.instance_uid:
+            raise RepositoryNotFoundError(f"{repo.id!r}")
+        if current.read_only:
+            raise RepositoryReadOnlyError(repo.id)
+
+    def set_promotion(self, repo: Repository, record: bytes) -> None:
+        """Store the promotion record of ``repo``, replacing an older one."""
+        self.kv.set(self._part(repo) + b"promotion", record)
+
+    def get_promotion(self, repo: Repository) -> bytes:
+        """Return the newest promotion record of ``repo``.
+
+        Raises:
+            PromotionNotFoundError: the repository was never promoted.
+        """
+        try:
+            return self.kv.get(self._part(repo) + b"promotion")
+        except KeyNotFoundError as exc:
+            raise PromotionNotFoundError(f"promotion of repository {repo.id!r}") from exc
 
     def list_repositories(self, prefix: str = "", after: str = "") -> Iterator[Repository]:
         """Yield repositories whose names start with ``prefix`` and sort after ``after``."""
@@ -153,23 +209,53 @@ class RefStore:
             return False
         return True
 
-    def create_branch(self, repo: Repository, branch: Branch) -> None:
+    def create_branch(
+        self, repo: Repository, branch: Branch, *, require_writable: bool = False
+    ) -> None:
         """Create ``branch`` if absent.
+
+        With ``require_writable`` the repository record is read again once the branch exists:
+        if the repository was demoted meanwhile, the branch is deleted again and the creation
+        refused, so no creation is acknowledged after a demotion answered (a demotion lists
+        branches only after it marked the repository read-only).
 
         Raises:
             BranchExistsError: a branch of that name exists.
+            RepositoryReadOnlyError: ``require_writable`` and the repository is read-only now.
         """
+        key = self._branch_key(repo, branch.id)
+        encoded = branch.encode()
         try:
-            self.kv.set_if(self._branch_key(repo, branch.id), branch.encode(), None)
+            self.kv.set_if(key, encoded, None)
         except KVPreconditionFailedError as exc:
             raise BranchExistsError(f"{branch.id!r} in repository {repo.id!r}") from exc
+        if not require_writable:
+            return
+        try:
+            self.require_writable(repo)
+        except (RepositoryReadOnlyError, RepositoryNotFoundError):
+            try:
+                self.kv.delete_if(key, encoded)
+            except KVPreconditionFailedError:
+                pass  # the demotion fenced it first: it is the demoted repository's now
+            raise
 
-    def set_branch_if(self, repo: Repository, branch: Branch, expected: bytes) -> None:
+    def set_branch_if(
+        self, repo: Repository, branch: Branch, expected: bytes, *, require_writable: bool = True
+    ) -> None:
         """Replace the branch record only if it still holds ``expected`` bytes.
+
+        ``expected`` must have been read before this call: with ``require_writable`` (every
+        ordinary write) the repository record is read now, after the branch was, so a
+        demotion that began since is either seen here (refused) or fences the branch before
+        this compare-and-swap (which then fails and, retried, is refused).
 
         Raises:
             RefPreconditionFailedError: the record changed (or vanished) meanwhile.
+            RepositoryReadOnlyError: ``require_writable`` and the repository is read-only now.
         """
+        if require_writable:
+            self.require_writable(repo)
         try:
             self.kv.set_if(self._branch_key(repo, branch.id), branch.encode(), expected)
         except KVPreconditionFailedError as exc:
@@ -177,13 +263,22 @@ class RefStore:
             before = Branch.decode(branch.id, expected).commit_id
             raise RefPreconditionFailedError(branch.id, before, found) from exc
 
-    def delete_branch(self, repo: Repository, branch_id: BranchID) -> Branch:
+    def delete_branch(
+        self, repo: Repository, branch_id: BranchID, *, require_writable: bool = False
+    ) -> Branch:
         """Delete a branch and return what it held.
+
+        With ``require_writable`` the repository record is read after the branch, as
+        :meth:`set_branch_if` does.
 
         Raises:
             BranchNotFoundError: no such branch.
+            RefPreconditionFailedError: the branch changed meanwhile.
+            RepositoryReadOnlyError: ``require_writable`` and the repository is read-only now.
         """
         branch, raw = self.get_branch_raw(repo, branch_id)
+        if require_writable:
+            self.require_writable(repo)
         try:
             self.kv.delete_if(self._branch_key(repo, branch_id), raw)
         except KVPreconditionFailedError as exc:
@@ -204,16 +299,38 @@ class RefStore:
     def _tag_key(self, repo: Repository, tag_id: str) -> bytes:
         return self._part(repo) + b"tags/" + tag_id.encode()
 
-    def create_tag(self, repo: Repository, tag_id: TagID, commit_id: CommitID) -> None:
+    def create_tag(
+        self,
+        repo: Repository,
+        tag_id: TagID,
+        commit_id: CommitID,
+        *,
+        require_writable: bool = False,
+    ) -> None:
         """Create an immutable tag.
+
+        With ``require_writable`` the repository record is read again once the tag exists, and
+        a tag created on a repository demoted meanwhile is deleted again and refused.
 
         Raises:
             TagExistsError: the tag exists (tags are never moved).
+            RepositoryReadOnlyError: ``require_writable`` and the repository is read-only now.
         """
+        key = self._tag_key(repo, tag_id)
         try:
-            self.kv.set_if(self._tag_key(repo, tag_id), commit_id.encode(), None)
+            self.kv.set_if(key, commit_id.encode(), None)
         except KVPreconditionFailedError as exc:
             raise TagExistsError(f"{tag_id!r} in repository {repo.id!r}") from exc
+        if not require_writable:
+            return
+        try:
+            self.require_writable(repo)
+        except (RepositoryReadOnlyError, RepositoryNotFoundError):
+            try:
+                self.kv.delete_if(key, commit_id.encode())
+            except KVPreconditionFailedError:
+                pass
+            raise
 
     def get_tag(self, repo: Repository, tag_id: TagID) -> CommitID:
         """Return the commit a tag points at.

@@ -73,7 +73,7 @@ def _apply_three_way(
         commit = build(head, mid, other)
         ctx.refs.add_commit(repo, commit)
         moved = Branch(branch_id, commit.id, current.staging_token, current.sealed_tokens)
-        ctx.refs.set_branch_if(repo, moved, raw)
+        ctx.refs.set_branch_if(repo, moved, raw, require_writable=not force)
         return commit
 
     return CommitResult(ctx.retry(f"{what} into branch {branch!r}", attempt), stats)

@@ -81,11 +81,17 @@ def write_staged(
     repo: Repository,
     branch_id: BranchID,
     write: Callable[[StagingToken], None],
+    *,
+    require_writable: bool = True,
 ) -> None:
     """Run ``write`` on the branch's staging token until the token outlives the write.
 
+    With ``require_writable`` the repository record is read once the write is done, so a
+    write is never acknowledged after a demotion of the repository answered.
+
     Raises:
         BranchNotFoundError: the branch is gone.
+        RepositoryReadOnlyError: ``require_writable`` and the repository is read-only now.
         TooManyTriesError: the staging token changed during every attempt.
     """
     # a commit may seal the token between our read and our write; if the token changed,
@@ -94,5 +100,7 @@ def write_staged(
         token = ctx.refs.get_branch(repo, branch_id).staging_token
         write(token)
         if ctx.refs.get_branch(repo, branch_id).staging_token == token:
+            if require_writable:
+                ctx.refs.require_writable(repo)
             return
     raise TooManyTriesError(f"write to branch {branch_id!r}: staging token kept changing")
