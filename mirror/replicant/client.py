@@ -212,6 +212,16 @@ class LakeFSClient:
             async for t in self._pages(f"/repositories/{_seg(repo)}/tags")
         }
 
+    async def count_diff(self, repo: str, left: str, right: str) -> int:
+        """Return how many paths differ between two refs (``right`` against ``left``)."""
+        path = f"/repositories/{_seg(repo)}/refs/{_seg(left)}/diff/{_seg(right)}?type=two_dot"
+        return sum([1 async for _ in self._pages(path)])
+
+    async def count_objects(self, repo: str, ref: str) -> int:
+        """Return how many objects ``ref`` holds."""
+        path = f"/repositories/{_seg(repo)}/refs/{_seg(ref)}/objects/ls"
+        return sum([1 async for _ in self._pages(path)])
+
     # mirror writes (fs:MirrorRepository)
 
     async def create_mirror_repository(

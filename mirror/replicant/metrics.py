@@ -98,6 +98,27 @@ class ReplicantMetrics:
             ("mirror",),
             registry=r,
         )
+        # Outcomes of promotion and fail-back stay exported after the mirror is gone (a promoted
+        # mirror's configuration is removed), so forget_mirror leaves them alone.
+        self.promotions = Counter(
+            "lakemirror_promotions",
+            "Mirrors promoted to writable repositories, by kind (planned or forced).",
+            ("mirror", "kind"),
+            registry=r,
+        )
+        self.writes_refused = Gauge(
+            "lakemirror_switchover_writes_refused_seconds",
+            "How long the last planned switchover refused writes (source demoted to promoted).",
+            ("mirror",),
+            registry=r,
+        )
+        self.preserved_commits = Counter(
+            "lakemirror_failback_preserved_commits",
+            "Commits an adopted repository had and its new source lacked, kept on preserved "
+            "branches.",
+            ("mirror",),
+            registry=r,
+        )
 
         self._labelled: tuple[tuple[Counter | Gauge, tuple[str, ...]], ...] = (
             *((m, branch) for m in self._branch_metrics()),

@@ -30,9 +30,12 @@ from mirror.core.validate import validate_repository_id
 from mirror.errors import InvalidValueError, LakeMirrorError, NotFoundError, UnavailableError
 from mirror.kv import KV
 from mirror.logging import get_logger
+from mirror.replicant import adoption, promotion
+from mirror.replicant.adoption import PreservedBranch
 from mirror.replicant.bulk import BulkFirstSync
 from mirror.replicant.client import LakeFSClient
 from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.promotion import PromotionReport
 from mirror.replicant.readers import NamespaceReaders
 from mirror.replicant.state import (
     BranchStatus,
@@ -73,9 +76,14 @@ class MirrorRequest:
     name: str
     region: str
     storage_namespace: str
+    """May be empty when adopting (``existing``): the repository's own namespace is used."""
     source_region: str | None = None
     branches: tuple[str, ...] = ("*",)
     tags: bool = True
+    existing: bool = False
+    """Adopt the existing local repository ``name`` instead of creating one."""
+    preserve_diverged: bool = False
+    """When adopting, keep diverged branch heads on preserved branches instead of refusing."""
 
 
 class ReplicantService:
@@ -121,6 +129,7 @@ class ReplicantService:
         self._stopping: asyncio.Task[None] | None = None
         self.bulk = BulkFirstSync(settings.bulk_threshold) if settings.bulk_threshold else None
         self._log = get_logger("mirror.replicant").bind(replica=settings.replica_id)
+        self._promotion_locks: dict[str, asyncio.Lock] = {}
 
     # clients
 
@@ -146,17 +155,17 @@ class ReplicantService:
 
     # configuration
 
-    async def create_mirror(self, source_repo: str, request: MirrorRequest) -> MirrorConfig:
-        """Configure a mirror and create its read-only repository in this region.
+    def now(self) -> float:
+        """Return the replicant's wall-clock time (seconds since the epoch)."""
+        return self._clock()
+
+    def check_region(self, request: MirrorRequest) -> None:
+        """Check that ``request`` mirrors into this replicant's region, with sane branch patterns.
 
         Raises:
-            InvalidValueError: bad name, branch pattern or namespace.
             UnknownRegionError: the mirror's region is unknown or not this replicant's.
-            NotFoundError: the source repository was found in no (or not the named) region.
-            AlreadyExistsError: the mirror (or a repository of that name) exists.
+            InvalidValueError: bad branch patterns.
         """
-        validate_repository_id(request.name)
-        validate_repository_id(source_repo)
         if request.region not in self.settings.regions:
             raise UnknownRegionError(f"unknown region {request.region!r}")
         if request.region != self.settings.region:
@@ -166,12 +175,38 @@ class ReplicantService:
             )
         if not request.branches or any(not p or len(p) > 256 for p in request.branches):
             raise InvalidValueError("branches must be a non-empty list of glob patterns")
+
+    async def open_namespace(self, namespace: str) -> None:
+        """Check that the validator can read ``namespace``.
+
+        Raises:
+            InvalidValueError: the namespace is malformed or of an unsupported scheme.
+        """
         try:
-            split_namespace(request.storage_namespace)
-            await self.readers.open(request.storage_namespace)
+            split_namespace(namespace)
+            await self.readers.open(namespace)
         except InvalidNamespaceError as exc:
             raise InvalidValueError(str(exc)) from exc
-        source_region, source = await self._find_source(source_repo, request.source_region)
+
+    async def create_mirror(self, source_repo: str, request: MirrorRequest) -> MirrorConfig:
+        """Configure a mirror and create its read-only repository in this region.
+
+        With ``request.existing`` the local repository is adopted instead (see :meth:`adopt`).
+
+        Raises:
+            InvalidValueError: bad name, branch pattern or namespace.
+            UnknownRegionError: the mirror's region is unknown or not this replicant's.
+            NotFoundError: the source repository was found in no (or not the named) region.
+            AlreadyExistsError: the mirror (or a repository of that name) exists.
+            DivergedError: adopting, a branch diverged and ``preserve_diverged`` is false.
+        """
+        if request.existing:
+            return (await self.adopt(source_repo, request))[0]
+        validate_repository_id(request.name)
+        validate_repository_id(source_repo)
+        self.check_region(request)
+        await self.open_namespace(request.storage_namespace)
+        source_region, source = await self.find_source(source_repo, request.source_region)
         config = MirrorConfig(
             name=request.name,
             source_region=source_region,
@@ -202,9 +237,45 @@ class ReplicantService:
         await self.rebalance()
         return config
 
-    async def _find_source(
+    async def adopt(
+        self, source_repo: str, request: MirrorRequest
+    ) -> tuple[MirrorConfig, list[PreservedBranch]]:
+        """Mirror ``source_repo`` into the existing local repository ``request.name``.
+
+        See :mod:`mirror.replicant.adoption`.
+
+        Returns:
+            The mirror, and the branches preserving heads its new source lacks.
+        """
+        return await adoption.adopt(self, source_repo, request)
+
+    async def promote(
+        self, source_repo: str, name: str, *, force: bool = False, timeout: float = 60.0
+    ) -> PromotionReport:
+        """Promote a mirror to this region's writable repository.
+
+        See :mod:`mirror.replicant.promotion`.
+        """
+        return await promotion.promote(self, source_repo, name, force=force, timeout=timeout)
+
+    def promotion_lock(self, name: str) -> asyncio.Lock:
+        """Return the lock serializing this replica's promotions of mirror ``name``."""
+        return self._promotion_locks.setdefault(name, asyncio.Lock())
+
+    async def stop_local_worker(self, name: str) -> None:
+        """Stop this replica's worker of a mirror (if it runs one) and give its lease up."""
+        await self._stop_worker(name)
+
+    async def find_source(
         self, source_repo: str, source_region: str | None
     ) -> tuple[str, dict[str, object]]:
+        """Return the region holding ``source_repo`` (the named one, or the only one) and it.
+
+        Raises:
+            NotFoundError: no region holds it.
+            UnavailableError: it was not found and some region could not be reached.
+            InvalidValueError: several regions hold it and none was named.
+        """
         if source_region is not None:
             if source_region not in self.settings.regions:
                 raise UnknownRegionError(f"unknown source region {source_region!r}")

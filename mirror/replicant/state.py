@@ -6,7 +6,10 @@ share it and a restarted replica resumes from it:
 - ``replicant/mirrors/<name>`` → the mirror's configuration (JSON);
 - ``replicant/status/<name>/<branch>`` → the last status of a mirrored branch (JSON);
 - ``replicant/leases/<name>`` → which replica works the mirror, until when (JSON);
-- ``replicant/ranges/<name>/<range_id>`` → ranges validated complete in the mirror's namespace.
+- ``replicant/ranges/<name>/<range_id>`` → ranges validated complete in the mirror's namespace;
+- ``replicant/preserved/<name>`` → the branches adopting repository ``name`` preserved (JSON);
+- ``replicant/promotions/<name>`` → the report of the newest promotion of mirror ``name`` (JSON),
+  kept after the mirror's configuration is removed.
 """
 
 from __future__ import annotations
@@ -58,6 +61,10 @@ class MirrorConfig:
     """Glob patterns of the source branches to mirror."""
     tags: bool = True
     created: int = 0
+    adopted: bool = False
+    """The mirror repository existed before the mirror (it was a source, now following another)."""
+    preserved: tuple[str, ...] = ()
+    """Branches holding commits the repository had and its source lacked; never deleted."""
 
     def mirrors_branch(self, branch: str) -> bool:
         """Return whether ``branch`` matches one of the mirror's branch patterns."""
@@ -67,6 +74,7 @@ class MirrorConfig:
         """Return the configuration as plain data (the API's and the KV's form)."""
         data = asdict(self)
         data["branches"] = list(self.branches)
+        data["preserved"] = list(self.preserved)
         return data
 
     @classmethod
@@ -81,6 +89,8 @@ class MirrorConfig:
             branches=tuple(data.get("branches") or ("*",)),
             tags=bool(data.get("tags", True)),
             created=int(data.get("created", 0)),
+            adopted=bool(data.get("adopted", False)),
+            preserved=tuple(data.get("preserved") or ()),
         )
 
 
@@ -189,6 +199,40 @@ class ReplicantStore:
             for key, _ in list(self.kv.scan(prefix)):
                 self.kv.delete(key)
         self.kv.delete(_ROOT + b"leases/" + name.encode())
+        self.kv.delete(_ROOT + b"preserved/" + name.encode())
+
+    # fail-back
+
+    def put_preserved(self, name: str, branches: list[dict[str, Any]]) -> None:
+        """Keep the report of the branches preserved when mirror ``name`` adopted its repository."""
+        self.kv.set(_ROOT + b"preserved/" + name.encode(), json.dumps(branches).encode())
+
+    def get_preserved(self, name: str) -> list[dict[str, Any]]:
+        """Return the branches preserved when mirror ``name`` adopted its repository."""
+        try:
+            found: list[dict[str, Any]] = json.loads(
+                self.kv.get(_ROOT + b"preserved/" + name.encode())
+            )
+        except KeyNotFoundError:
+            return []
+        return found
+
+    # promotions
+
+    @staticmethod
+    def _promotion_key(name: str) -> bytes:
+        return _ROOT + b"promotions/" + name.encode()
+
+    def put_promotion(self, name: str, report: dict[str, Any]) -> None:
+        """Keep the report of mirror ``name``'s promotion (replacing an older one)."""
+        self.kv.set(self._promotion_key(name), _dump(report))
+
+    def get_promotion(self, name: str) -> dict[str, Any] | None:
+        """Return the report of mirror ``name``'s newest promotion, or ``None``."""
+        try:
+            return _load(self.kv.get(self._promotion_key(name)))
+        except KeyNotFoundError:
+            return None
 
     # status
 

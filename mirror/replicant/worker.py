@@ -14,7 +14,9 @@ A mirror branch therefore only ever points at a commit whose metarange, ranges a
 were all seen in the mirror's namespace. A mirror repository starts bare (no commit, no branch,
 not even its default branch), so each branch appears with its first validated head and never
 shows a commit the source lacks. Tags are copied once their commit validates; branches and
-tags deleted at the source are deleted on the mirror.
+tags deleted at the source are deleted on the mirror, except the mirror's preserved branches
+(heads an adopted repository had that its new source lacks). An adopted repository is followed
+from the commits it has: only the records it lacks are copied.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.state import BranchState, BranchStatus, MirrorConfig, ReplicantStore
 from mirror.validator import ValidationReport, Validator
 
-__all__ = ["FirstSync", "MirrorWorker", "WorkerSettings"]
+__all__ = ["FirstSync", "MirrorWorker", "WorkerSettings", "parents_first"]
 
 FirstSync = Callable[[str], Awaitable[ValidationReport | None]]
 """Validates a metarange with no base in bulk, or answers ``None`` to leave it to the validator."""
@@ -142,7 +144,7 @@ class MirrorWorker:
             self._log.warning("reading the mirror repository failed", error=str(exc))
             return
         for branch in sorted(mirror_heads):
-            if branch in source_branches or branch == default:
+            if branch in source_branches or branch == default or branch in self.config.preserved:
                 continue
             if not self.config.mirrors_branch(branch):
                 continue
@@ -190,8 +192,12 @@ class MirrorWorker:
         if head is None:
             return False
         current = await self.dest.get_branch_head(name, branch)
+        seen = status.source_head != head
         status.source_head = head
         status.mirror_head = current
+        if seen:
+            # what a forced promotion reports as possibly missing: kept before any copying
+            self.store.put_status(name, status)
         if current == head:
             self._set(status, "synced", lag_seconds=0.0, lag_commits=0, missing=0)
             return False
@@ -340,7 +346,7 @@ class MirrorWorker:
                 commit = await self._commit(cid)
                 missing[cid] = commit
                 todo.extend(commit.parents)
-            for commit in _parents_first(missing):
+            for commit in parents_first(missing):
                 await self.dest.import_commit(self.config.name, commit)
                 self._remember_imported(commit.id)
                 self.metrics.commits_imported.labels(self.config.name).inc()
@@ -433,7 +439,7 @@ class MirrorWorker:
         return dict(self._pending_tags)
 
 
-def _parents_first(commits: dict[str, RemoteCommit]) -> list[RemoteCommit]:
+def parents_first(commits: dict[str, RemoteCommit]) -> list[RemoteCommit]:
     """Order ``commits`` so every commit comes after those of its parents in the set."""
     ordered: list[RemoteCommit] = []
     done: set[str] = set()

@@ -35,7 +35,7 @@ from mirror.replicant.service import (
     UnknownRegionError,
 )
 from mirror.replicant.state import MirrorConfig, MirrorExistsError, ReplicantStore
-from mirror.replicant.worker import MirrorWorker, WorkerSettings, _parents_first
+from mirror.replicant.worker import MirrorWorker, WorkerSettings, parents_first
 from mirror.validator import MemoryValidatedRanges, ThreadedObjectReader, Validator
 from tests.inprocess import ADMIN, REPLICATOR, app_client, region_app
 
@@ -352,12 +352,12 @@ def test_mirror_configs_round_trip() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 30), max_size=3), min_size=1, max_size=30))
-def test_commits_are_imported_parents_first(parent_choices: list[list[int]]) -> None:
+def test_commits_are_importedparents_first(parent_choices: list[list[int]]) -> None:
     commits: dict[str, RemoteCommit] = {}
     for i, choices in enumerate(parent_choices):
         parents = tuple(sorted({f"c{p % i}" for p in choices})) if i else ()
         commits[f"c{i}"] = RemoteCommit(f"c{i}", parents, "", 0, 0, {})
-    ordered = _parents_first(commits)
+    ordered = parents_first(commits)
     assert sorted(c.id for c in ordered) == sorted(commits)
     position = {c.id: n for n, c in enumerate(ordered)}
     for c in ordered:

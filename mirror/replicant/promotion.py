@@ -1,0 +1,285 @@
+"""Promotion: turn a mirror into the writable repository of its region (switchover, failover).
+
+A **planned** promotion (a switchover, no commit lost) demotes the source repository through its
+region's server, waits until the mirror shows every mirrored branch head and tag of the source
+(re-reading the source until two readings agree, so a commit acknowledged just before the demotion
+is waited for too), then promotes the local repository. If the mirror does not catch up within the
+timeout, the source is made writable again and the promotion is refused with the lag.
+
+A **forced** promotion (a failover, the source region is gone) calls nothing in the source region:
+the mirror becomes writable at its validated heads, and the report records what it may be missing:
+for every branch, the last source head the worker saw but had not validated.
+
+Either way the mirror's configuration is removed (the repository is no longer a mirror) and the
+report is kept in the replicant's KV, so a second promotion is refused naming the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from mirror.errors import ConflictError, LakeMirrorError, UnavailableError
+from mirror.logging import get_logger
+from mirror.replicant.client import LakeFSClient
+from mirror.replicant.state import MirrorConfig, MirrorNotFoundError
+
+if TYPE_CHECKING:
+    from mirror.replicant.service import ReplicantService
+
+__all__ = ["AlreadyPromotedError", "NotSyncedError", "PromotionReport", "promote"]
+
+_log = get_logger("mirror.replicant")
+
+
+class AlreadyPromotedError(ConflictError):
+    """The mirror was promoted already (its configuration is gone; its report is kept)."""
+
+
+class NotSyncedError(ConflictError):
+    """The mirror did not show the source's heads in time; the source stays writable."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromotionReport:
+    """What a promotion did: the heads the promoted repository starts from, and what it lacks."""
+
+    mirror: str
+    source: str
+    """``"<region>/<repo>"`` of the source the repository mirrored."""
+    forced: bool
+    heads: dict[str, str]
+    tags: dict[str, str]
+    missing: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per branch: ``mirror_head``, ``source_head`` (last seen, not validated), ``lag_commits``."""
+    writes_refused_seconds: float | None = None
+    """From the source's demotion to the mirror's promotion (planned only)."""
+    promoted_at: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the report as plain data (the API's and the KV's form)."""
+        return asdict(self)
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _lookup(service: ReplicantService, source_repo: str, name: str) -> MirrorConfig:
+    try:
+        return service.get_mirror(source_repo, name)
+    except MirrorNotFoundError:
+        done = service.store.get_promotion(name)
+        if done is not None and str(done.get("source", "")).endswith(f"/{source_repo}"):
+            raise AlreadyPromotedError(
+                f"mirror {name!r} of {source_repo!r} already promoted at "
+                f"{_when(float(done.get('promoted_at', 0)))}"
+                f" ({'forced' if done.get('forced') else 'planned'})"
+            ) from None
+        raise
+
+
+async def _mirrored_heads(
+    client: LakeFSClient, repo: str, config: MirrorConfig, *, local: bool
+) -> dict[str, str]:
+    heads = await client.list_branches(repo)
+    return {
+        b: h
+        for b, h in heads.items()
+        if config.mirrors_branch(b) and not (local and b in config.preserved)
+    }
+
+
+async def _tags(client: LakeFSClient, repo: str, config: MirrorConfig) -> dict[str, str]:
+    return await client.list_tags(repo) if config.tags else {}
+
+
+async def promote(
+    service: ReplicantService,
+    source_repo: str,
+    name: str,
+    *,
+    force: bool = False,
+    timeout: float = 60.0,
+) -> PromotionReport:
+    """Promote mirror ``name`` of ``source_repo`` to a writable repository.
+
+    Args:
+        service: The region's replicant.
+        source_repo: The source repository's name.
+        name: The mirror (its local repository's name).
+        force: Promote without the source region (at the mirror's validated heads).
+        timeout: Seconds a planned promotion waits for the mirror to catch up.
+
+    Returns:
+        The promotion's report (also kept in the replicant's KV).
+
+    Raises:
+        MirrorNotFoundError: no such mirror of ``source_repo``.
+        AlreadyPromotedError: the mirror was promoted already.
+        NotSyncedError: a planned promotion timed out (the source is writable again).
+        UnavailableError: a planned promotion could not reach the source region.
+        ConflictError: the source is a mirror of something else, or the mirror is not read-only.
+    """
+    _lookup(service, source_repo, name)
+    async with service.promotion_lock(name):
+        config = _lookup(service, source_repo, name)
+        if force:
+            return await _forced(service, config)
+        return await _planned(service, config, timeout)
+
+
+async def _forced(service: ReplicantService, config: MirrorConfig) -> PromotionReport:
+    statuses = service.status(config.name)
+    await service.stop_local_worker(config.name)
+    heads = await _mirrored_heads(service.local, config.name, config, local=True)
+    tags = await _tags(service.local, config.name, config)
+    missing = {
+        s.branch: {
+            "mirror_head": heads.get(s.branch),
+            "source_head": s.source_head,
+            "lag_commits": s.lag_commits,
+        }
+        for s in statuses
+        if s.source_head is not None
+        and s.source_head != heads.get(s.branch)
+        and s.branch not in config.preserved
+    }
+    report = PromotionReport(
+        mirror=config.name,
+        source=f"{config.source_region}/{config.source_repo}",
+        forced=True,
+        heads=heads,
+        tags=tags,
+        missing=missing,
+        promoted_at=service.now(),
+    )
+    return await _finish(service, config, report)
+
+
+async def _planned(
+    service: ReplicantService, config: MirrorConfig, timeout: float
+) -> PromotionReport:
+    source = service.client(config.source_region)
+    source_name = f"{config.source_region}/{config.source_repo}"
+    started = time.monotonic()
+    try:
+        await source.demote_repository(
+            config.source_repo, f"{service.settings.region}/{config.name}"
+        )
+    except UnavailableError as exc:
+        raise UnavailableError(
+            f"source {source_name} unreachable ({exc}); {_lag_text(service, config)}; "
+            "promote with force to fail over without it"
+        ) from exc
+    _log.info("source demoted for a switchover", mirror=config.name, source=source_name)
+    deadline = started + timeout
+    last: tuple[dict[str, str], dict[str, str]] | None = None
+    heads: dict[str, str] = {}
+    tags: dict[str, str] = {}
+    while True:
+        try:
+            source_state = (
+                await _mirrored_heads(source, config.source_repo, config, local=False),
+                await _tags(source, config.source_repo, config),
+            )
+            heads = await _mirrored_heads(service.local, config.name, config, local=True)
+            tags = await _tags(service.local, config.name, config)
+        except LakeMirrorError as exc:
+            _log.warning("reading heads during a switchover failed", error=str(exc))
+            source_state = None
+        if source_state is not None and source_state == (heads, tags):
+            if source_state == last:
+                break
+            last = source_state
+            continue
+        last = None
+        if time.monotonic() >= deadline:
+            await _restore(service, config, source)
+            raise NotSyncedError(
+                f"mirror {config.name!r} did not catch up with {source_name} within "
+                f"{timeout:g}s; the source is writable again; {_lag_text(service, config)}"
+            )
+        await asyncio.sleep(service.settings.poll_interval)
+    await service.stop_local_worker(config.name)
+    report = PromotionReport(
+        mirror=config.name,
+        source=source_name,
+        forced=False,
+        heads=heads,
+        tags=tags,
+        promoted_at=service.now(),
+    )
+    return await _finish(service, config, report, started=started)
+
+
+def _lag_text(service: ReplicantService, config: MirrorConfig) -> str:
+    behind = [
+        f"{s.branch}: {s.lag_commits} commit(s) behind (mirror at {s.mirror_head}, source at "
+        f"{s.source_head}, {s.missing_objects} file(s) missing)"
+        for s in service.status(config.name)
+        if s.source_head != s.mirror_head or s.state != "synced"
+    ]
+    return "lag: " + ("; ".join(behind) if behind else "no branch behind at the last poll")
+
+
+async def _restore(service: ReplicantService, config: MirrorConfig, source: LakeFSClient) -> None:
+    """Make the source writable again after a switchover that did not complete."""
+    record = {
+        "from": f"{service.settings.region}/{config.name}",
+        "at": service.now(),
+        "kind": "switchover-aborted",
+        "reason": f"mirror {config.name!r} did not catch up",
+    }
+    try:
+        await source.promote_repository(config.source_repo, record)
+    except LakeMirrorError as exc:
+        _log.error(
+            "the source could not be made writable again after an aborted switchover",
+            mirror=config.name,
+            error=str(exc),
+        )
+        raise UnavailableError(
+            f"switchover aborted, and the source {config.source_region}/{config.source_repo} "
+            f"could not be made writable again ({exc}); {_lag_text(service, config)}"
+        ) from exc
+    _log.warning("switchover aborted; source writable again", mirror=config.name)
+
+
+async def _finish(
+    service: ReplicantService,
+    config: MirrorConfig,
+    report: PromotionReport,
+    *,
+    started: float | None = None,
+) -> PromotionReport:
+    record = {
+        "from": report.source,
+        "at": report.promoted_at,
+        "forced": report.forced,
+        "heads": report.heads,
+        "tags": report.tags,
+        "missing": report.missing,
+        "mirror": config.name,
+    }
+    await service.local.promote_repository(config.name, record)
+    refused = None if started is None else time.monotonic() - started
+    final = PromotionReport(**{**asdict(report), "writes_refused_seconds": refused})
+    service.store.put_promotion(config.name, final.to_json())
+    await service.delete_mirror(config.source_repo, config.name)
+    kind = "forced" if report.forced else "planned"
+    service.metrics.promotions.labels(config.name, kind).inc()
+    if refused is not None:
+        service.metrics.writes_refused.labels(config.name).set(refused)
+    _log.info(
+        "mirror promoted",
+        mirror=config.name,
+        source=report.source,
+        kind=kind,
+        writes_refused_seconds=refused,
+        missing=sorted(report.missing),
+    )
+    return final
