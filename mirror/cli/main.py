@@ -14,6 +14,7 @@ from mirror.cli.config_cmd import add_config_file_option, register_config_comman
 from mirror.cli.demo import register_demo_command, run_demo
 from mirror.cli.gc_cmd import register_gc_command
 from mirror.cli.kv_cmd import init_kv, register_kv_command
+from mirror.cli.mirror_cmd import register_mirror_command
 from mirror.cli.replicant_cmd import register_replicant_command, run_replicant
 from mirror.cli.run import add_client_options, client_options, run_client_command
 from mirror.cli.simulate_cmd import register_simulate_command, run_simulate
@@ -85,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     register_kv_command(sub)
     register_all(sub, client_options())
     register_gc_command(sub, client_options())
+    register_mirror_command(sub, client_options())
     return parser
 
 

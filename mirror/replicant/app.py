@@ -4,7 +4,9 @@
 ``GET|DELETE …/mirrors/{name}`` follow lakeFS's replication API. Callers sign in with the access
 keys of the region's server (HTTP Basic, checked against the region's user store) and need
 ``fs:CreateRepository`` / ``fs:DeleteRepository`` / ``fs:ReadRepository`` on the mirror
-repository (``fs:ListRepositories`` to list).
+repository (``fs:ListRepositories`` to list). ``POST …/mirrors/{name}/promote`` makes the mirror
+the writable repository (``fs:MirrorRepository`` on it); a creation with ``existing`` adopts a
+repository of this region as the mirror (fail-back).
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ from mirror.api.auth.permissions import Action, Permission, repository_arn
 from mirror.api.auth.store import AuthStore
 from mirror.api.deps import Caller
 from mirror.api.errors import install_error_handlers
-from mirror.errors import AuthenticationError, LakeMirrorError
+from mirror.errors import AuthenticationError, InvalidValueError, LakeMirrorError
 from mirror.logging import RequestLogMiddleware
 from mirror.replicant.service import MirrorRequest, ReplicantService
 from mirror.replicant.state import MirrorConfig
 
-__all__ = ["MIRRORS_PATH", "MirrorCreation", "create_replicant_app"]
+__all__ = ["MIRRORS_PATH", "MirrorCreation", "PromotionRequest", "create_replicant_app"]
 
 MIRRORS_PATH = "/service/replication/v1/repositories/{source_repo}/mirrors"
 
@@ -41,14 +43,74 @@ class MirrorCreation(BaseModel):
 
     name: str = Field(description="the mirror repository's name in the mirror region")
     region: str = Field(description="the region to mirror into (this replicant's)")
-    storage_namespace: str = Field(
-        description="where object-store replication delivers the source namespace in the region"
+    storage_namespace: str | None = Field(
+        default=None,
+        description="where object-store replication delivers the source namespace in the region "
+        "(when adopting, the existing repository's namespace, which is the default)",
     )
     source_region: str | None = Field(
         default=None, description="the source repository's region (found when unambiguous)"
     )
     branches: list[str] = Field(default=["*"], description="glob patterns of branches to mirror")
     tags: bool = Field(default=True, description="mirror tags too")
+    existing: bool = Field(
+        default=False,
+        description="adopt the existing repository `name` of this region (its history must be a "
+        "prefix of the source's) instead of creating one",
+    )
+    preserve_diverged: bool = Field(
+        default=False,
+        description="when adopting, keep each diverged branch head on a new preserved-<branch>-"
+        "<UTC timestamp> branch instead of refusing",
+    )
+
+
+class PromotionRequest(BaseModel):
+    """The body of a promotion request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    force: bool = Field(
+        default=False,
+        description="promote without the source region, at the mirror's validated heads",
+    )
+    timeout: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="seconds a planned promotion waits for the mirror to catch up",
+    )
+
+
+class MissingHead(BaseModel):
+    """A source head a forced promotion may lack."""
+
+    mirror_head: str | None
+    source_head: str | None
+    lag_commits: int
+
+
+class PromotionReportModel(BaseModel):
+    """What a promotion did."""
+
+    mirror: str
+    source: str
+    forced: bool
+    heads: dict[str, str]
+    tags: dict[str, str]
+    missing: dict[str, MissingHead]
+    writes_refused_seconds: float | None
+    promoted_at: float
+
+
+class PreservedBranchModel(BaseModel):
+    """A diverged branch head kept on a branch of its own when a repository was adopted."""
+
+    branch: str
+    from_branch: str
+    head: str
+    commits: list[str]
+    paths: int
 
 
 class BranchStatusModel(BaseModel):
@@ -77,6 +139,9 @@ class MirrorModel(BaseModel):
     branches: list[str]
     tags: bool
     created: int
+    adopted: bool = False
+    preserved_branches: list[str] = []
+    preserved: list[PreservedBranchModel] = []
     worker: str | None = None
     status: list[BranchStatusModel] = []
 
@@ -113,6 +178,8 @@ CallerDep = Annotated[Caller, Depends(_caller)]
 def _model(service: ReplicantService, config: MirrorConfig) -> MirrorModel:
     data: dict[str, Any] = config.to_json()
     data["worker"] = service.worker_owner(config.name)
+    data["preserved_branches"] = data.pop("preserved")
+    data["preserved"] = service.store.get_preserved(config.name)
     data["status"] = [
         BranchStatusModel.model_validate(s.to_json(), strict=False)
         for s in service.status(config.name)
@@ -129,16 +196,40 @@ async def create_mirror(
 ) -> MirrorModel:
     """Mirror ``source_repo`` into a new read-only repository of this region."""
     caller.require(Permission(Action.CREATE_REPOSITORY, repository_arn(body.name)))
+    if body.storage_namespace is None and not body.existing:
+        raise InvalidValueError("storage_namespace is required (unless adopting: existing)")
     request = MirrorRequest(
         name=body.name,
         region=body.region,
-        storage_namespace=body.storage_namespace,
+        storage_namespace=body.storage_namespace or "",
         source_region=body.source_region,
         branches=tuple(body.branches),
         tags=body.tags,
+        existing=body.existing,
+        preserve_diverged=body.preserve_diverged,
     )
     config = await service.create_mirror(source_repo, request)
     return _model(service, config)
+
+
+@router.post(MIRRORS_PATH + "/{name}/promote", response_model=PromotionReportModel)
+async def promote_mirror(
+    source_repo: str,
+    name: str,
+    service: ServiceDep,
+    caller: CallerDep,
+    body: PromotionRequest | None = None,
+) -> PromotionReportModel:
+    """Promote a mirror to this region's writable repository (see docs/disaster-recovery.md).
+
+    Planned (``force`` false): the source is demoted, the mirror catches up, then it is promoted;
+    409 if it does not catch up within ``timeout`` (the source is writable again), 503 if the
+    source region cannot be reached. Forced: promoted at the mirror's validated heads at once.
+    """
+    caller.require(Permission(Action.MIRROR_REPOSITORY, repository_arn(name)))
+    body = body or PromotionRequest()
+    report = await service.promote(source_repo, name, force=body.force, timeout=body.timeout)
+    return PromotionReportModel.model_validate(report.to_json())
 
 
 @router.get(MIRRORS_PATH, response_model=MirrorList)

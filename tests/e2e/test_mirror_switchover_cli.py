@@ -1,0 +1,119 @@
+"""`lakemirror mirror switchover|promote` as processes against two regions' servers and replicants.
+
+Region ``a`` holds the source; region ``b``'s replicant mirrors it. ``switchover`` promotes the
+mirror on ``b``'s replicant and makes ``a``'s repository its mirror through ``a``'s replicant,
+each region signed in with its own administrator's key (one client configuration per region).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import lakefs
+import yaml
+
+from tests.e2e.failover import Failover, make_user
+from tests.e2e.regions import MIRRORS, Region, TwoRegions, wait_for
+from tests.integration.harness import unique
+
+
+def _client_config(tmp: Path, region: Region) -> Path:
+    path = tmp / f"lakectl-{region.name}.yaml"
+    server = region.server
+    data = {
+        "server": {"endpoint_url": server.url},
+        "credentials": {
+            "access_key_id": server.access_key_id,
+            "secret_access_key": server.secret_access_key,
+        },
+    }
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKECTL_")}
+    env["HOME"] = str(tmp)  # no ~/.lakectl.yaml of the machine
+    command = [sys.executable, "-m", "mirror.cli.main", "mirror", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+
+
+def _commit(region: Region, repo: str, path: str, data: bytes) -> str:
+    branch = lakefs.Repository(repo, client=region.client).branch("main")
+    branch.object(path).upload(data=data)
+    return str(branch.commit(message=f"add {path}").get_commit().id)
+
+
+def test_switchover_moves_the_writable_role_and_reverses_mirroring(
+    world: TwoRegions, tmp_path: Path
+) -> None:
+    fo = Failover(world)
+    source, source_ns = world.source_repo("sw")
+    mirror = unique("sw-mirror")
+    head = _commit(world.a, source.id, "one.csv", b"1" * 1000)
+    fo.replicate("a", source_ns, "b", world.b.namespace(mirror))
+    config_a, config_b = _client_config(tmp_path, world.a), _client_config(tmp_path, world.b)
+    try:
+        with fo.replicant("b") as rb, fo.replicant("a") as ra:
+            assert fo.mirror(rb, source.id, mirror).status_code == 201
+            wait_for(lambda: fo.synced(rb, source.id, mirror, "main"), 60, "the mirror synced")
+            promote = MIRRORS.format(repo=source.id) + f"/{mirror}/promote"
+            # refused before anything happens: no credentials, no permission, no such mirror
+            anonymous = httpx.post(rb.url + promote, json={}, timeout=30)
+            assert anonymous.status_code == 401
+            reader = make_user(world.b, "FSReadAll")
+            assert fo.promote(rb, source.id, mirror, auth=reader).status_code == 403
+            unknown = rb.http.post(MIRRORS.format(repo=source.id) + "/nowhere/promote", json={})
+            assert unknown.status_code == 404
+            fo.replicate("b", world.b.namespace(mirror), "a", source_ns)
+
+            result = _cli(
+                tmp_path,
+                "switchover",
+                source.id,
+                mirror,
+                "--to-replicant",
+                rb.url,
+                "--to-config",
+                str(config_b),
+                "--from-replicant",
+                ra.url,
+                "--from-config",
+                str(config_a),
+                "--timeout",
+                "60",
+                "-o",
+                "json",
+            )
+            assert result.returncode == 0, result.stderr
+            out = json.loads(result.stdout)
+            report, reverse = out["promotion"], out["reverse_mirror"]
+            assert report["forced"] is False and report["heads"] == {"main": head}
+            assert report["source"] == f"a/{source.id}" and report["missing"] == {}
+            assert report["writes_refused_seconds"] > 0
+            assert reverse["name"] == source.id and reverse["source_region"] == "b"
+            assert reverse["adopted"] is True and reverse["preserved"] == []
+            assert rb.metric("lakemirror_promotions_total", mirror=mirror, kind="planned") == 1
+            refused = rb.metric("lakemirror_switchover_writes_refused_seconds", mirror=mirror)
+            assert refused == report["writes_refused_seconds"]
+
+            # writes go to b now; a refuses them and follows b as a mirror
+            assert world.a.http.get(f"/repositories/{source.id}").json()["read_only"] is True
+            after = _commit(world.b, mirror, "two.csv", b"2" * 500)
+            wait_for(lambda: world.a.head(source.id, "main") == after, 60, "a following b")
+            got = world.a.http.get(
+                f"/repositories/{source.id}/refs/main/objects", params={"path": "two.csv"}
+            )
+            assert got.content == b"2" * 500
+
+            again = _cli(
+                tmp_path, "promote", source.id, mirror, "--replicant", rb.url, "-c", str(config_b)
+            )
+            assert again.returncode == 5 and "already promoted at" in again.stderr
+    finally:
+        fo.close()
