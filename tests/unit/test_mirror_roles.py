@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from mirror.block import BlockResolver
 from mirror.core.catalog import Catalog
+from mirror.core.errors import RepositoryReadOnlyError
 from mirror.errors import AlreadyExistsError, ConflictError, InvalidValueError, NotFoundError
 from mirror.kv import MemoryKV
 from mirror.replicant.client import RemoteCommit
@@ -363,3 +364,89 @@ def test_catalog_demotion_fences_every_branch() -> None:
         assert branch.fence and branch.fence != before[name].fence
         assert branch.commit_id == before[name].commit_id
         assert branch.staging_token == before[name].staging_token
+
+
+class DemoteMidWrite:
+    """A KV through which, once armed, a demotion runs just before a chosen ``set_if``.
+
+    The demotion goes through a second catalog on the same store (another server process), after
+    the writer read the repository record and the branch, right before its swap: the narrowest
+    window a write racing a demotion has.
+    """
+
+    def __init__(self, inner: MemoryKV) -> None:
+        self.inner = inner
+        self.armed: tuple[bytes, Any] | None = None
+
+    def arm(self, key_part: bytes, compete: Any) -> None:
+        """Run ``compete`` before the next write of a key containing ``key_part``."""
+        self.armed = (key_part, compete)
+
+    def _maybe_compete(self, key: bytes) -> None:
+        if self.armed is not None and self.armed[0] in key:
+            compete = self.armed[1]
+            self.armed = None
+            compete()
+
+    def set_if(self, key: bytes, value: bytes, expected: bytes | None) -> None:
+        self._maybe_compete(key)
+        self.inner.set_if(key, value, expected)
+
+    def set(self, key: bytes, value: bytes) -> None:
+        self._maybe_compete(key)
+        self.inner.set(key, value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _racing_catalogs() -> tuple[Catalog, Catalog, DemoteMidWrite]:
+    kv = DemoteMidWrite(MemoryKV())
+    blocks = BlockResolver()
+    writer, demoter = Catalog(kv, blocks), Catalog(kv.inner, blocks)  # type: ignore[arg-type]
+    writer.create_repository("repo", "mem://repo")
+    writer.upload_object("repo", "main", "a", b"a", content_type=None, metadata={})
+    return writer, demoter, kv
+
+
+def test_commit_racing_a_demotion_is_refused_and_never_lands() -> None:
+    writer, demoter, kv = _racing_catalogs()
+    head = writer.get_branch("repo", "main").commit_id
+    demoted: list[str] = []
+
+    def demote() -> None:
+        demoter.demote_repository("repo", "b/repo")
+        demoted.append(demoter.get_branch("repo", "main").commit_id)
+
+    # the commit's first set_if on main seals staging; arm after it, on the head move
+    original = writer._ctx.refs.set_branch_if
+    calls: list[int] = []
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            kv.arm(b"branches/main", demote)
+        original(*args, **kwargs)
+
+    writer._ctx.refs.set_branch_if = counting  # type: ignore[method-assign]
+    with pytest.raises(RepositoryReadOnlyError):
+        writer.commit("repo", "main", "racing", committer="w")
+    assert demoted == [head]
+    assert demoter.get_branch("repo", "main").commit_id == head
+
+
+@pytest.mark.parametrize("write", ["branch", "tag", "upload"])
+def test_ref_writes_racing_a_demotion_are_refused(write: str) -> None:
+    writer, demoter, kv = _racing_catalogs()
+    key = {"branch": b"branches/dev", "tag": b"tags/v1", "upload": b"staging/"}[write]
+    kv.arm(key, lambda: demoter.demote_repository("repo", "b/repo"))
+    with pytest.raises(RepositoryReadOnlyError):
+        if write == "branch":
+            writer.create_branch("repo", "dev", "main")
+        elif write == "tag":
+            writer.create_tag("repo", "v1", "main")
+        else:
+            writer.upload_object("repo", "main", "c", b"c", content_type=None, metadata={})
+    assert kv.armed is None
+    assert not writer.branch_exists("repo", "dev")
+    assert [t for t, _ in writer.list_tags("repo")] == []
