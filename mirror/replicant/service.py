@@ -130,6 +130,8 @@ class ReplicantService:
         self.bulk = BulkFirstSync(settings.bulk_threshold) if settings.bulk_threshold else None
         self._log = get_logger("mirror.replicant").bind(replica=settings.replica_id)
         self._promotion_locks: dict[str, asyncio.Lock] = {}
+        self._promoting: set[str] = set()
+        """Mirrors whose worker this replica stopped for a promotion in progress."""
 
     # clients
 
@@ -256,15 +258,19 @@ class ReplicantService:
 
         See :mod:`mirror.replicant.promotion`.
         """
-        return await promotion.promote(self, source_repo, name, force=force, timeout=timeout)
+        try:
+            return await promotion.promote(self, source_repo, name, force=force, timeout=timeout)
+        finally:
+            self._promoting.discard(name)
 
     def promotion_lock(self, name: str) -> asyncio.Lock:
         """Return the lock serializing this replica's promotions of mirror ``name``."""
         return self._promotion_locks.setdefault(name, asyncio.Lock())
 
     async def stop_local_worker(self, name: str) -> None:
-        """Stop this replica's worker of a mirror (if it runs one) and give its lease up."""
-        await self._stop_worker(name)
+        """Stop this replica's worker of a mirror being promoted; none restarts until it ends."""
+        self._promoting.add(name)
+        await self._stop_worker(name, release=False)
 
     async def find_source(
         self, source_repo: str, source_region: str | None
@@ -447,6 +453,8 @@ class ReplicantService:
             )
             self.metrics.lease_held.labels(name).set(1 if held else 0)
             running = self._workers.get(name)
+            if held and name in self._promoting:
+                continue  # its worker was stopped for the promotion; keep the lease meanwhile
             if held and (running is None or running[1].done()):
                 await self._start_worker(config)
             elif not held and running is not None:
