@@ -48,7 +48,13 @@ def delete_branch(ctx: CatalogContext, repository: str, name: str, *, force: boo
     branch_id = validate_branch_id(name)
     if branch_id == repo.default_branch:
         raise DefaultBranchDeletionError(f"{name!r} of repository {repo.id!r}")
-    branch = ctx.refs.delete_branch(repo, branch_id, require_writable=not force)
+    try:
+        branch = ctx.refs.delete_branch(repo, branch_id, require_writable=not force)
+    except RefPreconditionFailedError:
+        if not force:
+            # a demotion fences every branch: say so rather than that the branch moved
+            ctx.refs.require_writable(repo)
+        raise
     for token in branch.tokens:
         ctx.staging.drop_token(token)
 

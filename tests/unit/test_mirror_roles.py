@@ -396,6 +396,10 @@ class DemoteMidWrite:
         self._maybe_compete(key)
         self.inner.set(key, value)
 
+    def delete_if(self, key: bytes, expected: bytes) -> None:
+        self._maybe_compete(key)
+        self.inner.delete_if(key, expected)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
@@ -435,18 +439,27 @@ def test_commit_racing_a_demotion_is_refused_and_never_lands() -> None:
     assert demoter.get_branch("repo", "main").commit_id == head
 
 
-@pytest.mark.parametrize("write", ["branch", "tag", "upload"])
+@pytest.mark.parametrize("write", ["branch", "tag", "upload", "delete"])
 def test_ref_writes_racing_a_demotion_are_refused(write: str) -> None:
     writer, demoter, kv = _racing_catalogs()
-    key = {"branch": b"branches/dev", "tag": b"tags/v1", "upload": b"staging/"}[write]
+    writer.create_branch("repo", "old", "main")
+    key = {
+        "branch": b"branches/dev",
+        "tag": b"tags/v1",
+        "upload": b"staging/",
+        "delete": b"branches/old",
+    }[write]
     kv.arm(key, lambda: demoter.demote_repository("repo", "b/repo"))
     with pytest.raises(RepositoryReadOnlyError):
         if write == "branch":
             writer.create_branch("repo", "dev", "main")
         elif write == "tag":
             writer.create_tag("repo", "v1", "main")
-        else:
+        elif write == "upload":
             writer.upload_object("repo", "main", "c", b"c", content_type=None, metadata={})
+        else:
+            writer.delete_branch("repo", "old")
     assert kv.armed is None
     assert not writer.branch_exists("repo", "dev")
+    assert writer.branch_exists("repo", "old")
     assert [t for t, _ in writer.list_tags("repo")] == []
