@@ -122,7 +122,9 @@ def promote_repository(ctx: CatalogContext, name: str, promotion: Mapping[str, A
 
     def change(repo: Repository) -> Repository:
         if not repo.read_only:
-            raise RepositoryRoleConflictError(f"repository {repo.id!r} is not a mirror")
+            raise RepositoryRoleConflictError(
+                f"repository is not a mirror: {repo.id!r} is writable"
+            )
         return dataclasses.replace(repo, read_only=False, mirror_of=None)
 
     repo, _ = _swap_role(ctx, name, change, "promotion")
