@@ -7,7 +7,9 @@ ancestors. A branch whose head is not has **diverged**: the commits the new sour
 lost when the mirror moves the branch to the source's head. Adoption refuses it, naming the branch
 and the first commit that differs, unless asked to preserve: then each diverged head is kept on a
 new branch ``preserved-<branch>-<UTC yyyymmddThhmmss>`` (which the mirror never deletes), and the
-report lists those branches, their commits and how many paths they changed.
+report lists those branches, their commits and how many paths they changed. A tag naming one of
+those commits is copied the same way (``preserved-<tag>-<UTC>``), since the mirror deletes tags
+its source lacks.
 
 Then the repository is demoted (read-only, ``mirror_of`` the new source) and mirrored; the worker
 starts from the commits the repository has, copying only what it lacks.
@@ -228,6 +230,31 @@ async def _preserve(
     return kept
 
 
+async def _keep_tags(
+    service: ReplicantService, config: MirrorConfig, diverged: list[_Divergence]
+) -> tuple[str, ...]:
+    """Copy the tags of preserved commits to ``preserved-<tag>-<UTC>``; return every kept tag.
+
+    The mirror worker deletes (or moves) tags the source lacks; a tag naming a commit only a
+    preserved branch holds would vanish with nothing to show it existed. Earlier copies
+    (``preserved-*`` tags the source lacks) are kept too.
+    """
+    local_tags = await service.local.list_tags(config.name)
+    source_tags = await service.client(config.source_region).list_tags(config.source_repo)
+    lacking = {c.id for d in diverged for c in d.commits}
+    kept = [t for t in local_tags if t.startswith(PRESERVED_PREFIX) and t not in source_tags]
+    at = service.now()
+    for tag, commit in sorted(local_tags.items()):
+        if tag in kept or source_tags.get(tag) == commit or commit not in lacking:
+            continue
+        copy = preserved_name(tag, at)
+        # the repository is read-only by now: tags are written through the mirror endpoint
+        await service.local.set_tag(config.name, copy, commit)
+        kept.append(copy)
+        _log.warning("tag of a preserved commit kept", mirror=config.name, tag=tag, copy=copy)
+    return tuple(sorted(kept))
+
+
 async def adopt(
     service: ReplicantService, source_repo: str, request: MirrorRequest
 ) -> tuple[MirrorConfig, list[PreservedBranch]]:
@@ -292,6 +319,9 @@ async def adopt(
         raise _refusal(config, late, demoted=True)
     kept += await _preserve(service, config, late)
     config = replace(config, preserved=carried + tuple(k.branch for k in kept))
+    if config.tags:
+        tags = await _keep_tags(service, config, diverged + late)
+        config = replace(config, preserved_tags=tags)
     service.store.add_mirror(config)
     service.store.put_preserved(config.name, [k.to_json() for k in kept])
     _log.info(
@@ -299,6 +329,7 @@ async def adopt(
         mirror=config.name,
         source=f"{source_region}/{source_repo}",
         preserved=[k.branch for k in kept],
+        preserved_tags=list(config.preserved_tags),
     )
     await service.rebalance()
     return config, kept

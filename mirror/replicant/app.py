@@ -141,6 +141,7 @@ class MirrorModel(BaseModel):
     created: int
     adopted: bool = False
     preserved_branches: list[str] = []
+    preserved_tags: list[str] = []
     preserved: list[PreservedBranchModel] = []
     worker: str | None = None
     status: list[BranchStatusModel] = []

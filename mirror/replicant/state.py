@@ -65,6 +65,8 @@ class MirrorConfig:
     """The mirror repository existed before the mirror (it was a source, now following another)."""
     preserved: tuple[str, ...] = ()
     """Branches holding commits the repository had and its source lacked; never deleted."""
+    preserved_tags: tuple[str, ...] = ()
+    """Copies of tags of such commits (``preserved-<tag>-<UTC>``); never deleted."""
 
     def mirrors_branch(self, branch: str) -> bool:
         """Return whether ``branch`` matches one of the mirror's branch patterns."""
@@ -75,6 +77,7 @@ class MirrorConfig:
         data = asdict(self)
         data["branches"] = list(self.branches)
         data["preserved"] = list(self.preserved)
+        data["preserved_tags"] = list(self.preserved_tags)
         return data
 
     @classmethod
@@ -91,6 +94,7 @@ class MirrorConfig:
             created=int(data.get("created", 0)),
             adopted=bool(data.get("adopted", False)),
             preserved=tuple(data.get("preserved") or ()),
+            preserved_tags=tuple(data.get("preserved_tags") or ()),
         )
 
 

@@ -14,9 +14,9 @@ A mirror branch therefore only ever points at a commit whose metarange, ranges a
 were all seen in the mirror's namespace. A mirror repository starts bare (no commit, no branch,
 not even its default branch), so each branch appears with its first validated head and never
 shows a commit the source lacks. Tags are copied once their commit validates; branches and
-tags deleted at the source are deleted on the mirror, except the mirror's preserved branches
-(heads an adopted repository had that its new source lacks). An adopted repository is followed
-from the commits it has: only the records it lacks are copied.
+tags deleted at the source are deleted on the mirror, except the mirror's preserved branches and
+tags (heads and tags an adopted repository had that its new source lacks). An adopted
+repository is followed from the commits it has: only the records it lacks are copied.
 """
 
 from __future__ import annotations
@@ -399,7 +399,7 @@ class MirrorWorker:
             self.metrics.source_errors.labels(self.config.name).inc()
             self._log.warning("listing tags failed", error=str(exc))
             return
-        for tag in sorted(set(mirror_tags) - set(source_tags)):
+        for tag in sorted(set(mirror_tags) - set(source_tags) - set(self.config.preserved_tags)):
             await self._try(self.dest.delete_tag(self.config.name, tag), "deleting a tag", tag)
         for tag, commit_id in sorted(source_tags.items()):
             if mirror_tags.get(tag) == commit_id:

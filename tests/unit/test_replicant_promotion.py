@@ -300,11 +300,14 @@ async def test_diverged_heads_are_preserved_and_survive_mirroring(world: World) 
     c2, c3 = await _failed_over(world)
     a_head = world.head(world.a, "origin")
     assert a_head is not None
+    world.a.catalog.create_tag("origin", "v2", a_head)
     a = world.service("a")
     request = MirrorRequest(
         name="origin", region="a", storage_namespace="", existing=True, preserve_diverged=True
     )
     config, preserved = await a.adopt("origin-mirror", request)
+    [tag_copy] = config.preserved_tags
+    assert tag_copy.startswith("preserved-v2-")
     assert sorted(p.from_branch for p in preserved) == ["dev", "main"]
     main = next(p for p in preserved if p.from_branch == "main")
     assert main.branch.startswith("preserved-main-") and main.head == a_head
@@ -321,6 +324,8 @@ async def test_diverged_heads_are_preserved_and_survive_mirroring(world: World) 
     await worker.poll_once()
     for p in preserved:
         assert world.head(world.a, "origin", p.branch) == p.head
+    # v2 names a commit b lacks: the mirror drops it, and keeps its copy
+    assert dict(world.a.catalog.list_tags("origin")) == {tag_copy: a_head}
     assert world.a.catalog.read_object("origin", main.branch, "a.csv") == b"a" * 10
     assert world.a.catalog.read_object("origin", main.branch, "y.csv") == b"y" * 2000
     assert world.a.catalog.get_repository("origin").read_only
