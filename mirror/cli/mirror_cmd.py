@@ -92,6 +92,9 @@ def _print_adoption(ctx: Context, mirror: dict[str, Any]) -> None:
                 for p in preserved
             ],
         )
+    tags = mirror.get("preserved_tags") or []
+    if tags:
+        ctx.output.line("tags kept: " + ", ".join(tags))
 
 
 def _promote(args: argparse.Namespace, ctx: Context) -> int:
