@@ -213,8 +213,11 @@ class LakeFSClient:
         }
 
     async def count_diff(self, repo: str, left: str, right: str) -> int:
-        """Return how many paths differ between two refs (``right`` against ``left``)."""
-        path = f"/repositories/{_seg(repo)}/refs/{_seg(left)}/diff/{_seg(right)}?type=two_dot"
+        """Return how many paths ``right`` changed since their merge base with ``left``.
+
+        With ``left`` an ancestor of ``right`` that is every path they differ by.
+        """
+        path = f"/repositories/{_seg(repo)}/refs/{_seg(left)}/diff/{_seg(right)}"
         return sum([1 async for _ in self._pages(path)])
 
     async def count_objects(self, repo: str, ref: str) -> int:
