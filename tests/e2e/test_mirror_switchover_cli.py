@@ -115,5 +115,18 @@ def test_switchover_moves_the_writable_role_and_reverses_mirroring(
                 tmp_path, "promote", source.id, mirror, "--replicant", rb.url, "-c", str(config_b)
             )
             assert again.returncode == 5 and "already promoted at" in again.stderr
+            twice = _cli(
+                tmp_path,
+                "adopt",
+                mirror,
+                source.id,
+                "--replicant",
+                ra.url,
+                "--region",
+                "a",
+                "-c",
+                str(config_a),
+            )
+            assert twice.returncode == 5 and "already exists" in twice.stderr
     finally:
         fo.close()
