@@ -291,6 +291,12 @@ async def adopt(
         )
     await service.open_namespace(namespace)
     source_region, _ = await service.find_source(source_repo, request.source_region)
+    following = repo.get("mirror_of")
+    if repo.get("read_only") and following not in (None, f"{source_region}/{source_repo}"):
+        raise ConflictError(
+            f"repository {request.name!r} is a mirror of {following}, not of "
+            f"{source_region}/{source_repo}"
+        )
     heads = await local.list_branches(request.name)
     carried = tuple(sorted(b for b in heads if b.startswith(PRESERVED_PREFIX)))
     config = MirrorConfig(

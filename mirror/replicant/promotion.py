@@ -165,6 +165,10 @@ async def _planned(
 ) -> PromotionReport:
     source = service.client(config.source_region)
     source_name = f"{config.source_region}/{config.source_repo}"
+    local = await service.local.get_repository(config.name)
+    if not local.get("read_only"):
+        # demoting the source now would leave no writable repository at the end
+        raise ConflictError(f"repository {config.name!r} is not a mirror (it is writable)")
     started = time.monotonic()
     try:
         await source.demote_repository(

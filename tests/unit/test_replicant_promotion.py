@@ -329,3 +329,25 @@ async def test_diverged_heads_are_preserved_and_survive_mirroring(world: World) 
     assert world.a.catalog.read_object("origin", main.branch, "a.csv") == b"a" * 10
     assert world.a.catalog.read_object("origin", main.branch, "y.csv") == b"y" * 2000
     assert world.a.catalog.get_repository("origin").read_only
+
+
+@pytest.mark.anyio
+async def test_a_mirror_made_writable_meanwhile_is_not_promoted(world: World) -> None:
+    await _mirrored(world)
+    b = world.service("b")
+    await b.local.promote_repository("origin-mirror", {"from": "an operator"})
+    with pytest.raises(ConflictError, match="not a mirror"):
+        await b.promote("origin", "origin-mirror")
+    assert not world.a.catalog.get_repository("origin").read_only  # the source was left alone
+
+
+@pytest.mark.anyio
+async def test_a_mirror_of_another_repository_is_not_adopted(world: World) -> None:
+    await _mirrored(world)
+    b = world.service("b")
+    await b.delete_mirror("origin", "origin-mirror")  # the repository stays, mirroring a/origin
+    world.a.catalog.create_repository("other", f"mem://other-{uuid.uuid4().hex[:8]}")
+    request = MirrorRequest(name="origin-mirror", region="b", storage_namespace="", existing=True)
+    with pytest.raises(ConflictError, match="is a mirror of a/origin, not of a/other"):
+        await b.adopt("other", request)
+    assert b.list_mirrors("other") == []
