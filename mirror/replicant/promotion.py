@@ -93,8 +93,13 @@ async def _mirrored_heads(
     }
 
 
-async def _tags(client: LakeFSClient, repo: str, config: MirrorConfig) -> dict[str, str]:
-    return await client.list_tags(repo) if config.tags else {}
+async def _tags(
+    client: LakeFSClient, repo: str, config: MirrorConfig, *, local: bool
+) -> dict[str, str]:
+    if not config.tags:
+        return {}
+    tags = await client.list_tags(repo)
+    return {t: c for t, c in tags.items() if not (local and t in config.preserved_tags)}
 
 
 async def promote(
@@ -136,7 +141,7 @@ async def _forced(service: ReplicantService, config: MirrorConfig) -> PromotionR
     statuses = service.status(config.name)
     await service.stop_local_worker(config.name)
     heads = await _mirrored_heads(service.local, config.name, config, local=True)
-    tags = await _tags(service.local, config.name, config)
+    tags = await _tags(service.local, config.name, config, local=True)
     missing = {
         s.branch: {
             "mirror_head": heads.get(s.branch),
@@ -188,10 +193,10 @@ async def _planned(
         try:
             source_state = (
                 await _mirrored_heads(source, config.source_repo, config, local=False),
-                await _tags(source, config.source_repo, config),
+                await _tags(source, config.source_repo, config, local=False),
             )
             heads = await _mirrored_heads(service.local, config.name, config, local=True)
-            tags = await _tags(service.local, config.name, config)
+            tags = await _tags(service.local, config.name, config, local=True)
         except LakeMirrorError as exc:
             _log.warning("reading heads during a switchover failed", error=str(exc))
             source_state = None

@@ -329,6 +329,11 @@ async def test_diverged_heads_are_preserved_and_survive_mirroring(world: World) 
     assert world.a.catalog.read_object("origin", main.branch, "a.csv") == b"a" * 10
     assert world.a.catalog.read_object("origin", main.branch, "y.csv") == b"y" * 2000
     assert world.a.catalog.get_repository("origin").read_only
+    # the writable role moves back to a; preserved branches and tags are not waited for
+    report = await a.promote("origin-mirror", "origin", timeout=20)
+    assert report.heads == {"main": c3} and report.tags == {}
+    assert world.b.catalog.get_repository("origin-mirror").read_only
+    assert not world.a.catalog.get_repository("origin").read_only
 
 
 @pytest.mark.anyio
