@@ -22,6 +22,7 @@ repository is followed from the commits it has: only the records it lacks are co
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -363,13 +364,19 @@ class MirrorWorker:
     async def _behind(self, head: str, current: str | None) -> tuple[int, int | None]:
         """Return how far ``head`` is ahead of ``current`` along first parents.
 
-        Also returns the creation date of the oldest commit ahead (``None`` when none is).
+        Counting stops at ``current`` or at the first of its ancestors met, so a mirror head
+        off the source's history (an adopted repository's diverged head) counts only the
+        commits since the fork. Also returns the creation date of the oldest commit ahead
+        (``None`` when none is).
         """
         count = 0
         oldest: int | None = None
+        ancestry = await _Ancestry.of(self.dest, self.config.name, current)
         cid: str | None = head
         while cid is not None and cid != current and count < _LAG_WALK_LIMIT:
             commit = await self._commit(cid)
+            if await ancestry.reaches(commit):
+                break
             if not commit.parents and current is not None:
                 # a root commit: the mirror's head is not on this history (the source branch
                 # was reset onto another history, or the mirror was made with a commit of its
@@ -437,6 +444,45 @@ class MirrorWorker:
     def pending_tags(self) -> dict[str, str]:
         """Return tags waiting for their commit's files, with their commits."""
         return dict(self._pending_tags)
+
+
+class _Ancestry:
+    """The ancestors of a mirror head, read from the mirror newest generation first, lazily.
+
+    A commit's generation exceeds its parents', so whether a commit of generation ``g`` is an
+    ancestor is decided once every ancestor of generation ``g`` or more has been read.
+    """
+
+    def __init__(self, dest: LakeFSClient, repo: str) -> None:
+        self._dest = dest
+        self._repo = repo
+        self._seen: set[str] = set()
+        self._frontier: list[tuple[int, str]] = []
+
+    @classmethod
+    async def of(cls, dest: LakeFSClient, repo: str, head: str | None) -> _Ancestry:
+        ancestry = cls(dest, repo)
+        if head is not None:
+            try:
+                commit = await dest.get_commit(repo, head)
+            except NotFoundError:
+                return ancestry
+            if commit.generation > 0:
+                heapq.heappush(ancestry._frontier, (-commit.generation, head))
+        return ancestry
+
+    async def reaches(self, commit: RemoteCommit) -> bool:
+        """Return whether ``commit`` is the head or one of its ancestors."""
+        while self._frontier and -self._frontier[0][0] >= commit.generation:
+            _, cid = heapq.heappop(self._frontier)
+            if cid in self._seen:
+                continue
+            self._seen.add(cid)
+            for parent in (await self._dest.get_commit(self._repo, cid)).parents:
+                if parent not in self._seen:
+                    generation = (await self._dest.get_commit(self._repo, parent)).generation
+                    heapq.heappush(self._frontier, (-generation, parent))
+        return commit.id in self._seen
 
 
 def parents_first(commits: dict[str, RemoteCommit]) -> list[RemoteCommit]:

@@ -316,6 +316,15 @@ async def test_diverged_heads_are_preserved_and_survive_mirroring(world: World) 
     assert set(config.preserved) == {p.branch for p in preserved}
     assert a.store.get_preserved("origin") == [p.to_json() for p in preserved]
     assert _metric(a, "lakemirror_failback_preserved_commits_total", mirror="origin") == 4
+    # b's files have not reached a yet: main waits on c3, one commit past the fork (c1)
+    await _until(
+        lambda: (
+            [(s.branch, s.state, s.source_head, s.missing_objects > 0) for s in a.status("origin")]
+            == [("main", "waiting", c3, True)]
+        ),
+        "a waiting on c3's files",
+    )
+    assert a.status("origin")[0].lag_commits == 1
     world.reverse = True
     await _until(lambda: world.head(world.a, "origin") == c3, "a's main following b")
     # dev is not at b: the worker deletes it, but never a preserved branch
