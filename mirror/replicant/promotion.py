@@ -82,24 +82,19 @@ def _lookup(service: ReplicantService, source_repo: str, name: str) -> MirrorCon
         raise
 
 
-async def _mirrored_heads(
-    client: LakeFSClient, repo: str, config: MirrorConfig, *, local: bool
-) -> dict[str, str]:
+async def _mirrored_heads(client: LakeFSClient, repo: str, config: MirrorConfig) -> dict[str, str]:
+    # preserved branches are the mirror's own, whether or not they were copied to the source
     heads = await client.list_branches(repo)
     return {
-        b: h
-        for b, h in heads.items()
-        if config.mirrors_branch(b) and not (local and b in config.preserved)
+        b: h for b, h in heads.items() if config.mirrors_branch(b) and b not in config.preserved
     }
 
 
-async def _tags(
-    client: LakeFSClient, repo: str, config: MirrorConfig, *, local: bool
-) -> dict[str, str]:
+async def _tags(client: LakeFSClient, repo: str, config: MirrorConfig) -> dict[str, str]:
     if not config.tags:
         return {}
     tags = await client.list_tags(repo)
-    return {t: c for t, c in tags.items() if not (local and t in config.preserved_tags)}
+    return {t: c for t, c in tags.items() if t not in config.preserved_tags}
 
 
 async def promote(
@@ -140,8 +135,8 @@ async def promote(
 async def _forced(service: ReplicantService, config: MirrorConfig) -> PromotionReport:
     statuses = service.status(config.name)
     await service.stop_local_worker(config.name)
-    heads = await _mirrored_heads(service.local, config.name, config, local=True)
-    tags = await _tags(service.local, config.name, config, local=True)
+    heads = await _mirrored_heads(service.local, config.name, config)
+    tags = await _tags(service.local, config.name, config)
     missing = {
         s.branch: {
             "mirror_head": heads.get(s.branch),
@@ -192,11 +187,11 @@ async def _planned(
     while True:
         try:
             source_state = (
-                await _mirrored_heads(source, config.source_repo, config, local=False),
-                await _tags(source, config.source_repo, config, local=False),
+                await _mirrored_heads(source, config.source_repo, config),
+                await _tags(source, config.source_repo, config),
             )
-            heads = await _mirrored_heads(service.local, config.name, config, local=True)
-            tags = await _tags(service.local, config.name, config, local=True)
+            heads = await _mirrored_heads(service.local, config.name, config)
+            tags = await _tags(service.local, config.name, config)
         except LakeMirrorError as exc:
             _log.warning("reading heads during a switchover failed", error=str(exc))
             source_state = None

@@ -338,6 +338,9 @@ async def test_diverged_heads_are_preserved_and_survive_mirroring(world: World) 
     assert world.a.catalog.read_object("origin", main.branch, "a.csv") == b"a" * 10
     assert world.a.catalog.read_object("origin", main.branch, "y.csv") == b"y" * 2000
     assert world.a.catalog.get_repository("origin").read_only
+    # the second step of fail-back: main's preserved commits are copied to b
+    records = [await a.local.get_commit("origin", c) for c in main.commits]
+    await world.service("b").local.preserve_branch("origin-mirror", main.branch, main.head, records)
     # the writable role moves back to a; preserved branches and tags are not waited for
     report = await a.promote("origin-mirror", "origin", timeout=20)
     assert report.heads == {"main": c3} and report.tags == {}
