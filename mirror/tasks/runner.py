@@ -98,6 +98,7 @@ class TaskRunner:
         self._lock = threading.Condition()
         self._unfinished = 0
         self._stopping = False
+        self._abandoned = False
         self._wake = threading.Event()
         self._keeper: threading.Thread | None = None
 
@@ -127,6 +128,10 @@ class TaskRunner:
             while self._unfinished and (left := deadline - time.monotonic()) > 0:
                 self._lock.wait(left)
             unfinished = self._unfinished
+            # tasks still running are given up: they read as failed (408) once the heartbeat
+            # is gone, and an error they meet from now on (the KV closing under them) is no
+            # outcome of theirs to record
+            self._abandoned = unfinished > 0
         self._wake.set()
         if self._keeper is not None:
             self._keeper.join(timeout=5.0)
@@ -204,6 +209,9 @@ class TaskRunner:
                 try:
                     result = dict(work())
                 except Exception as exc:
+                    if self._given_up():
+                        log.warning("task given up at shutdown", task_id=task.id, error=str(exc))
+                        return
                     status, message = _described(describe, exc)
                     done = running.failed(status, message, self.store.clock())
                 else:
@@ -224,6 +232,10 @@ class TaskRunner:
             log.error("cannot record the task", task_id=task.id, error=str(exc))
         finally:
             self._finished()
+
+    def _given_up(self) -> bool:
+        with self._lock:
+            return self._abandoned
 
     def _finished(self) -> None:
         with self._lock:

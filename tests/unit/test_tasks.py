@@ -297,6 +297,27 @@ def test_stop_waits_for_running_tasks_then_leaves_the_rest_failed_408(store: Tas
     release.set()
 
 
+def test_a_task_that_fails_after_stop_gave_up_on_it_still_reads_408(store: TaskStore) -> None:
+    # the KV closing under a given-up task makes it fail; that failure is not its outcome
+    runner = runner_on(store)
+    release = threading.Event()
+    ended = threading.Event()
+
+    def cut_short() -> Mapping[str, Any]:
+        release.wait(10)
+        ended.set()
+        raise RuntimeError("database is closed")
+
+    stuck = runner.submit("commit", "repo-1", {"branch": "b"}, cut_short, describe)
+    wait_until(lambda: store.status(stuck.id).state is TaskState.RUNNING, "the task running")
+    assert runner.stop(timeout=0.2) == 1
+    release.set()
+    assert ended.wait(10)
+    wait_until(lambda: runner.busy == 0, "the given-up task's thread to end")
+    seen = store.status(stuck.id)
+    assert seen.done and seen.status_code == OWNER_GONE_STATUS
+
+
 def test_stop_lets_a_task_finish_within_the_timeout(store: TaskStore) -> None:
     runner = runner_on(store)
     release = threading.Event()
