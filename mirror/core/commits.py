@@ -88,6 +88,7 @@ def commit_staged(
         current, raw = ctx.refs.get_branch_raw(repo, branch_id)
         if ctx.staging.is_empty(current.staging_token):
             if not current.sealed_tokens and not allow_empty:
+                ctx.refs.require_writable(repo)  # emptied by a demotion: read-only, say so
                 raise NoChangesError(f"nothing to commit on branch {branch!r}")
             return current.sealed_tokens
         sealed = Branch(
@@ -111,6 +112,9 @@ def commit_staged(
             keep -= 1
         taken = current.sealed_tokens[keep:]
         if not taken and not allow_empty:
+            # a demotion drops the staged changes of every branch: say the repository is
+            # read-only rather than that there was nothing to commit
+            ctx.refs.require_writable(repo)
             raise NoChangesError(f"nothing to commit on branch {branch!r}")
         parent = ctx.refs.get_commit(repo, current.commit_id)
         changes = (

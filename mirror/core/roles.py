@@ -70,14 +70,27 @@ def _swap_role(
 
 
 def _fence(ctx: CatalogContext, repo: Repository, branch_id: BranchID) -> None:
-    """Rewrite the branch's fence so that every swap prepared before now fails."""
+    """Fence the branch (every swap prepared before now fails) and drop its uncommitted changes.
 
-    def attempt() -> None:
+    A mirror branch shows its source's commits only; changes staged before the demotion would
+    otherwise show on top of every head the mirror moves to, and go into the first commit after
+    a later promotion although their commit was refused.
+    """
+
+    def attempt() -> Branch:
         current, raw = ctx.refs.get_branch_raw(repo, branch_id)
-        fenced = dataclasses.replace(current, fence=uuid.uuid4().hex)
+        fenced = dataclasses.replace(
+            current,
+            fence=uuid.uuid4().hex,
+            staging_token=StagingStore.new_token(),
+            sealed_tokens=(),
+        )
         ctx.refs.set_branch_if(repo, fenced, raw, require_writable=False)
+        return current
 
-    ctx.retry(f"fence branch {branch_id!r}", attempt)
+    old = ctx.retry(f"fence branch {branch_id!r}", attempt)
+    for token in old.tokens:
+        ctx.staging.drop_token(token)
 
 
 def demote_repository(ctx: CatalogContext, name: str, mirror_of: str) -> Repository:

@@ -98,6 +98,11 @@ def write_staged(
     # write again to the new one (writes are idempotent)
     for _ in range(ctx.max_tries):
         token = ctx.refs.get_branch(repo, branch_id).staging_token
+        if require_writable:
+            # read after the token: a demotion replaces and drops the tokens of every branch
+            # after marking the repository read-only, so a write that passes here lands in a
+            # token the demotion drops (or orphans), never in a mirror branch's staging
+            ctx.refs.require_writable(repo)
         write(token)
         if ctx.refs.get_branch(repo, branch_id).staging_token == token:
             if require_writable:

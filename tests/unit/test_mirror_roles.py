@@ -352,10 +352,12 @@ async def test_replicant_client_calls(region: Region, admin: httpx.AsyncClient) 
             await client.preserve_branch("origin", "preserved-forged", forged.id, [forged])
 
 
-def test_catalog_demotion_fences_every_branch() -> None:
+def test_catalog_demotion_fences_every_branch_and_drops_uncommitted_changes() -> None:
     catalog = Catalog(MemoryKV(), BlockResolver())
     catalog.create_repository("repo", "mem://repo")
     catalog.create_branch("repo", "dev", "main")
+    catalog.upload_object("repo", "dev", "staged.csv", b"never committed")
+    assert len(list(catalog.diff_uncommitted("repo", "dev"))) == 1
     before = {b.id: b for b in catalog.list_branches("repo")}
     catalog.demote_repository("repo", "b/repo")
     after = {b.id: b for b in catalog.list_branches("repo")}
@@ -363,7 +365,12 @@ def test_catalog_demotion_fences_every_branch() -> None:
     for name, branch in after.items():
         assert branch.fence and branch.fence != before[name].fence
         assert branch.commit_id == before[name].commit_id
-        assert branch.staging_token == before[name].staging_token
+        assert branch.staging_token != before[name].staging_token
+        assert branch.sealed_tokens == ()
+    # a mirror branch shows its commits only, and a later promotion starts from them
+    assert list(catalog.diff_uncommitted("repo", "dev")) == []
+    catalog.promote_repository("repo", {})
+    assert list(catalog.diff_uncommitted("repo", "dev")) == []
 
 
 class DemoteMidWrite:
@@ -460,6 +467,8 @@ def test_ref_writes_racing_a_demotion_are_refused(write: str) -> None:
         else:
             writer.delete_branch("repo", "old")
     assert kv.armed is None
+    # the racing write left nothing behind, not even a staged change on the mirror's branch
+    assert list(writer.diff_uncommitted("repo", "main")) == []
     assert not writer.branch_exists("repo", "dev")
     assert writer.branch_exists("repo", "old")
     assert [t for t, _ in writer.list_tags("repo")] == []
