@@ -30,11 +30,12 @@ from mirror.core.validate import validate_repository_id
 from mirror.errors import InvalidValueError, LakeMirrorError, NotFoundError, UnavailableError
 from mirror.kv import KV
 from mirror.logging import get_logger
-from mirror.replicant import adoption, promotion
+from mirror.replicant import adoption, preservation, promotion
 from mirror.replicant.adoption import PreservedBranch
 from mirror.replicant.bulk import BulkFirstSync
 from mirror.replicant.client import LakeFSClient
 from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.preservation import CopiedBranch
 from mirror.replicant.promotion import PromotionReport
 from mirror.replicant.readers import NamespaceReaders
 from mirror.replicant.state import (
@@ -150,6 +151,16 @@ class ReplicantService:
             self._clients[region] = found
         return found
 
+    def peer(self, region: str) -> LakeFSClient:
+        """Return the API client of another configured region.
+
+        Raises:
+            UnknownRegionError: the region is unknown, or it is this replicant's own.
+        """
+        if region == self.settings.region:
+            raise UnknownRegionError(f"region {region!r} is this replicant's own")
+        return self.client(region)
+
     @property
     def local(self) -> LakeFSClient:
         """Return the client of this replicant's own region."""
@@ -262,6 +273,15 @@ class ReplicantService:
             return await promotion.promote(self, source_repo, name, force=force, timeout=timeout)
         finally:
             self._promoting.discard(name)
+
+    async def copy_preserved(
+        self, repo: str, from_region: str, from_repo: str, branch: str
+    ) -> CopiedBranch:
+        """Copy a branch preserved in another region into the local repository ``repo``.
+
+        See :mod:`mirror.replicant.preservation`.
+        """
+        return await preservation.copy_preserved(self, repo, from_region, from_repo, branch)
 
     def promotion_lock(self, name: str) -> asyncio.Lock:
         """Return the lock serializing this replica's promotions of mirror ``name``."""

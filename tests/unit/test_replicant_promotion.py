@@ -22,6 +22,7 @@ from mirror.errors import ConflictError, ReadOnlyError, UnavailableError
 from mirror.kv import MemoryKV
 from mirror.replicant.adoption import DivergedError
 from mirror.replicant.client import LakeFSClient
+from mirror.replicant.preservation import CopiedBranch, FilesMissingError
 from mirror.replicant.promotion import AlreadyPromotedError, NotSyncedError
 from mirror.replicant.readers import NamespaceReaders
 from mirror.replicant.service import MirrorRequest, ReplicantService, ServiceSettings
@@ -368,3 +369,41 @@ async def test_a_mirror_of_another_repository_is_not_adopted(world: World) -> No
     with pytest.raises(ConflictError, match="is a mirror of a/origin, not of a/other"):
         await b.adopt("other", request)
     assert b.list_mirrors("other") == []
+
+
+@pytest.mark.anyio
+async def test_a_preserved_branch_is_copied_once_its_files_arrived(world: World) -> None:
+    c2, _ = await _failed_over(world)
+    a = world.service("a")
+    request = MirrorRequest(
+        name="origin", region="a", storage_namespace="", existing=True, preserve_diverged=True
+    )
+    _, preserved = await a.adopt("origin-mirror", request)
+    main = next(p for p in preserved if p.from_branch == "main")
+    b = world.service("b")
+    # y.csv (of c2) is still held back on its way from a to b
+    with pytest.raises(FilesMissingError, match="1 file") as missing:
+        await b.copy_preserved("origin-mirror", "a", "origin", main.branch)
+    assert next(iter(world.held)) in str(missing.value)
+    assert world.head(world.b, "origin-mirror", main.branch) is None
+    world.held.clear()
+    copied = await _copy_when_complete(b, main.branch)
+    assert copied.head == main.head and copied.commits == [main.head]  # c2's record was there
+    assert copied.source == "a/origin"
+    assert world.head(world.b, "origin-mirror", main.branch) == main.head
+    assert world.b.catalog.read_object("origin-mirror", main.branch, "a.csv") == b"a" * 10
+    assert world.b.catalog.read_object("origin-mirror", main.branch, "y.csv") == b"y" * 2000
+    again = await b.copy_preserved("origin-mirror", "a", "origin", main.branch)
+    assert again.commits == [] and again.head == main.head
+    assert c2 in main.commits
+
+
+async def _copy_when_complete(service: ReplicantService, branch: str) -> CopiedBranch:
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return await service.copy_preserved("origin-mirror", "a", "origin", branch)
+        except FilesMissingError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.02)  # replication is a background copier: poll to a deadline
