@@ -1,11 +1,12 @@
-"""``lakemirror mirror promote|adopt|switchover``: move the writable role between regions.
+"""``lakemirror mirror promote|adopt|switchover|copy-preserved``: move the writable role.
 
 These commands call replicants' configuration API (``/service/replication/v1``) with the access
 key of the client configuration (lakectl's file or ``LAKECTL_*``), as the other client commands
 call a server. ``switchover`` is the planned move of the writable role in one command: it promotes
 the mirror on the target region's replicant (the source is demoted and caught up with first, so
 nothing is lost), then makes the old source a mirror of the promoted repository on the other
-region's replicant.
+region's replicant. ``copy-preserved`` is fail-back's second step: a branch preserved in the old
+region is copied to the new source once its files have arrived there.
 """
 
 from __future__ import annotations
@@ -136,6 +137,22 @@ def _adopt(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def _copy_preserved(args: argparse.Namespace, ctx: Context) -> int:
+    body = {"region": args.from_region, "repository": args.from_repository, "branch": args.branch}
+    with _replicant(ctx, args.replicant, 300) as client:
+        copied: dict[str, Any] = client.request(
+            "POST", f"{_API}/{_seg(args.repository)}/preserved-branches", json=body
+        ).json()
+    if ctx.output.json:
+        ctx.output.data(copied)
+    else:
+        ctx.output.line(
+            f"copied {copied['branch']} at {copied['head']} from {copied['source']} into "
+            f"{args.repository} ({len(copied['commits'])} commit(s) imported)"
+        )
+    return 0
+
+
 def _switchover(args: argparse.Namespace, ctx: Context) -> int:
     with _replicant(ctx, args.to_replicant, args.timeout + 60, args.to_config) as target:
         mirror = target.get_json(f"{_API}/{_seg(args.source_repo)}/mirrors/{_seg(args.name)}")
@@ -217,6 +234,21 @@ def register_mirror_command(
     )
     _adoption_options(p)
     p.set_defaults(run=_adopt)
+
+    p = cmds.add_parser(
+        "copy-preserved",
+        parents=[common],
+        help="copy a branch preserved at fail-back in another region into REPO, once its "
+        "files are in REPO's namespace",
+    )
+    p.add_argument("repository", metavar="REPO", help="the repository to copy the branch into")
+    p.add_argument("branch", metavar="BRANCH", help="the preserved branch")
+    p.add_argument("--replicant", required=True, metavar="URL", help="REPO's region's replicant")
+    p.add_argument("--from-region", required=True, help="the region holding BRANCH")
+    p.add_argument(
+        "--from-repository", required=True, help="the repository holding BRANCH (the adopted one)"
+    )
+    p.set_defaults(run=_copy_preserved)
 
     p = cmds.add_parser(
         "switchover",

@@ -31,9 +31,16 @@ from mirror.logging import RequestLogMiddleware
 from mirror.replicant.service import MirrorRequest, ReplicantService
 from mirror.replicant.state import MirrorConfig
 
-__all__ = ["MIRRORS_PATH", "MirrorCreation", "PromotionRequest", "create_replicant_app"]
+__all__ = [
+    "MIRRORS_PATH",
+    "PRESERVED_PATH",
+    "MirrorCreation",
+    "PromotionRequest",
+    "create_replicant_app",
+]
 
 MIRRORS_PATH = "/service/replication/v1/repositories/{source_repo}/mirrors"
+PRESERVED_PATH = "/service/replication/v1/repositories/{repo}/preserved-branches"
 
 
 class MirrorCreation(BaseModel):
@@ -101,6 +108,25 @@ class PromotionReportModel(BaseModel):
     missing: dict[str, MissingHead]
     writes_refused_seconds: float | None
     promoted_at: float
+
+
+class PreservedCopyRequest(BaseModel):
+    """The body of a request to copy a branch preserved in another region."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    region: str = Field(description="the region holding the preserved branch")
+    repository: str = Field(description="its repository there (the adopted one)")
+    branch: str = Field(description="the preserved branch (preserved-<branch>-<UTC>)")
+
+
+class CopiedBranchModel(BaseModel):
+    """A preserved branch copied into a repository of this region."""
+
+    branch: str
+    head: str
+    source: str
+    commits: list[str]
 
 
 class PreservedBranchModel(BaseModel):
@@ -231,6 +257,19 @@ async def promote_mirror(
     body = body or PromotionRequest()
     report = await service.promote(source_repo, name, force=body.force, timeout=body.timeout)
     return PromotionReportModel.model_validate(report.to_json())
+
+
+@router.post(PRESERVED_PATH, status_code=201, response_model=CopiedBranchModel)
+async def copy_preserved_branch(
+    repo: str, body: PreservedCopyRequest, service: ServiceDep, caller: CallerDep
+) -> CopiedBranchModel:
+    """Copy a branch preserved at fail-back in another region into ``repo`` of this region.
+
+    Answers 409 while files of the branch's head are missing from ``repo``'s namespace.
+    """
+    caller.require(Permission(Action.MIRROR_REPOSITORY, repository_arn(repo)))
+    copied = await service.copy_preserved(repo, body.region, body.repository, body.branch)
+    return CopiedBranchModel.model_validate(copied.to_json())
 
 
 @router.get(MIRRORS_PATH, response_model=MirrorList)

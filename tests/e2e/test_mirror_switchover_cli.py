@@ -130,3 +130,51 @@ def test_switchover_moves_the_writable_role_and_reverses_mirroring(
             assert twice.returncode == 5 and "already exists" in twice.stderr
     finally:
         fo.close()
+
+
+def test_copy_preserved_waits_for_the_files_then_copies_the_branch(
+    world: TwoRegions, tmp_path: Path
+) -> None:
+    fo = Failover(world)
+    kept, kept_ns = world.source_repo("kept")
+    head = _commit(world.a, kept.id, "late.csv", b"L" * 700)
+    branch = "preserved-main-20261124T120000"
+    created = world.a.http.post(
+        f"/repositories/{kept.id}/branches", json={"name": branch, "source": "main"}
+    )
+    assert created.status_code == 201, created.text
+    target = unique("new-source")
+    target_ns = world.b.namespace(target)
+    made = world.b.http.post("/repositories", json={"name": target, "storage_namespace": target_ns})
+    assert made.status_code == 201, made.text
+    config_b = _client_config(tmp_path, world.b)
+    args = [
+        "copy-preserved",
+        target,
+        branch,
+        "--from-region",
+        "a",
+        "--from-repository",
+        kept.id,
+        "-c",
+        str(config_b),
+    ]
+    try:
+        with fo.replicant("b") as rb:
+            early = _cli(tmp_path, *args, "--replicant", rb.url)
+            assert early.returncode == 5 and "not in" in early.stderr and "yet" in early.stderr
+            assert world.b.head(target, branch) is None
+            sim = fo.replicate("a", kept_ns, "b", target_ns, start=False)
+            sim.run_until_idle(timeout=30)
+            done = _cli(tmp_path, *args, "--replicant", rb.url, "-o", "json")
+            assert done.returncode == 0, done.stderr
+            copied = json.loads(done.stdout)
+            assert copied["head"] == head and copied["source"] == f"a/{kept.id}"
+            assert copied["commits"][-1] == head
+            assert world.b.head(target, branch) == head
+            got = world.b.http.get(
+                f"/repositories/{target}/refs/{branch}/objects", params={"path": "late.csv"}
+            )
+            assert got.content == b"L" * 700
+    finally:
+        fo.close()
