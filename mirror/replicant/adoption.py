@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from mirror.core.validate import validate_repository_id
-from mirror.errors import ConflictError, InvalidValueError, NotFoundError
+from mirror.errors import AlreadyExistsError, ConflictError, InvalidValueError, NotFoundError
 from mirror.logging import get_logger
 from mirror.replicant.client import LakeFSClient, RemoteCommit
 from mirror.replicant.state import MirrorConfig, MirrorExistsError, MirrorNotFoundError
@@ -201,14 +201,25 @@ def _refusal(config: MirrorConfig, diverged: list[_Divergence], *, demoted: bool
     )
 
 
+async def _new_branch(service: ReplicantService, config: MirrorConfig, name: str, head: str) -> str:
+    """Create branch ``name`` (or ``name-2``, ... if taken: a second pass in the same second)."""
+    for attempt in range(1, 100):
+        branch = name if attempt == 1 else f"{name}-{attempt}"
+        try:
+            await service.local.preserve_branch(config.name, branch, head, [])
+        except AlreadyExistsError:
+            continue
+        return branch
+    raise AlreadyExistsError(f"branches {name}, {name}-2, ... exist already")
+
+
 async def _preserve(
     service: ReplicantService, config: MirrorConfig, diverged: list[_Divergence]
 ) -> list[PreservedBranch]:
     kept: list[PreservedBranch] = []
     at = service.now()
     for d in diverged:
-        branch = preserved_name(d.branch, at)
-        await service.local.preserve_branch(config.name, branch, d.local_head, [])
+        branch = await _new_branch(service, config, preserved_name(d.branch, at), d.local_head)
         paths = (
             await service.local.count_diff(config.name, d.fork, d.local_head)
             if d.fork is not None

@@ -20,12 +20,13 @@ import pytest
 from mirror.config import RegionSettings
 from mirror.errors import ConflictError, ReadOnlyError, UnavailableError
 from mirror.kv import MemoryKV
-from mirror.replicant.adoption import DivergedError
+from mirror.replicant.adoption import DivergedError, _new_branch
 from mirror.replicant.client import LakeFSClient
 from mirror.replicant.preservation import CopiedBranch, FilesMissingError
 from mirror.replicant.promotion import AlreadyPromotedError, NotSyncedError
 from mirror.replicant.readers import NamespaceReaders
 from mirror.replicant.service import MirrorRequest, ReplicantService, ServiceSettings
+from mirror.replicant.state import MirrorConfig
 from tests.inprocess import REPLICATOR
 from tests.unit.test_replicant import Region, _region
 
@@ -407,3 +408,13 @@ async def _copy_when_complete(service: ReplicantService, branch: str) -> CopiedB
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.02)  # replication is a background copier: poll to a deadline
+
+
+@pytest.mark.anyio
+async def test_a_preserved_branch_name_taken_gets_a_suffix(world: World) -> None:
+    head = _commit(world.a, "origin", {"x.csv": b"x"}, "one")
+    world.a.catalog.create_branch("origin", "preserved-main-20261124T000000", "main")
+    config = MirrorConfig("origin", "b", "origin-mirror", "a", world.source_ns)
+    name = await _new_branch(world.service("a"), config, "preserved-main-20261124T000000", head)
+    assert name == "preserved-main-20261124T000000-2"
+    assert world.head(world.a, "origin", name) == head
