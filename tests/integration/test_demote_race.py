@@ -1,15 +1,18 @@
-"""A demotion racing commits on a live server: nothing is acknowledged that the heads lack.
+"""A demotion racing writes on a live server: nothing is acknowledged that the heads lack.
 
-``lakemirror server`` with two worker processes on one SQLite KV. One thread per branch
-uploads and commits as fast as it can; once some commits are acknowledged a replicator demotes
-the repository (through whichever worker answers) and reads every head right after the
-demotion answered. Every commit acknowledged (2xx) must be in the history of its branch's head
-read then, no head may move afterwards, and every commit started after the demotion answered
-must be refused with 403, the read-only answer naming the mirror's source.
+``lakemirror server`` with two worker processes on one KV (the embedded SQLite, and DynamoDB
+served by dynalite, whose slower round trips widen every race window). One thread per branch
+uploads and commits as fast as it can while a replicator demotes the repository and promotes
+it again, round after round (through whichever worker answers). Once a demotion answered the
+heads are read: every commit acknowledged (2xx) until then must be in its branch's head, the
+head must be the last one acknowledged (a refused commit never lands), no head may move while
+the repository is read-only, and every write sent after the demotion answered and answered
+before the promotion was asked for must be refused with 403, the answer naming the source.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,34 +22,52 @@ import httpx
 import pytest
 
 from tests.e2e.regions import wait_for
-from tests.integration.harness import Server, running_server
+from tests.integration.dynalite import running_dynalite
+from tests.integration.harness import Server, running_server, unique
 
 KEY = ("AKIADEMOTERACE000001", "demote-race-secret-key-000000000000000")
 REPO = "demote-race"
-BRANCHES = ("main", "side")
-ACKED_BEFORE_DEMOTE = 15
-REFUSED_AFTER_DEMOTE = 5
+BRANCHES = ("main", "side", "third")
+ROUNDS = 6
+ACKED_PER_ROUND = 3
+REFUSED_PER_ROUND = 2
+SOURCE = "b-region/demote-race"
+READ_ONLY = "read-only repository"
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    with running_server(
-        tmp_path / "data",
-        tmp_path / "server.log",
-        access_key_id=KEY[0],
-        secret_access_key=KEY[1],
-        env={"LAKEMIRROR_SERVER__WORKERS": "2"},
-    ) as running:
-        yield running
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    env = {"LAKEMIRROR_SERVER__WORKERS": "2"}
+    with contextlib.ExitStack() as stack:
+        if request.param == "dynamodb":
+            dynalite = stack.enter_context(running_dynalite(tmp_path))
+            env.update(dynalite.env(unique("demote-race")))
+        yield stack.enter_context(
+            running_server(
+                tmp_path / "data",
+                tmp_path / "server.log",
+                access_key_id=KEY[0],
+                secret_access_key=KEY[1],
+                env=env,
+            )
+        )
+
+
+@dataclass
+class Phase:
+    """The round, and whether the repository is demoted (set once the demotion answered)."""
+
+    round: int = 0
+    demoted: bool = False
 
 
 @dataclass
 class Writer:
-    """What one committing thread saw: acknowledged commits and answers after the demotion."""
+    """What one writing thread saw."""
 
     branch: str
     acked: list[str] = field(default_factory=list)
-    refused_after: int = 0
+    refused: dict[int, int] = field(default_factory=dict)
     unexpected: list[str] = field(default_factory=list)
 
 
@@ -59,37 +80,42 @@ def _replicator(http: httpx.Client) -> tuple[str, str]:
     return made.json()["access_key_id"], made.json()["secret_access_key"]
 
 
-def _write(server: Server, writer: Writer, demoted: threading.Event, stop: threading.Event) -> None:
+def _send(http: httpx.Client, what: str, branch: str, n: int) -> httpx.Response:
+    if what == "upload":
+        path = f"{branch}/{n}.txt"
+        return http.post(
+            f"/repositories/{REPO}/branches/{branch}/objects",
+            params={"path": path},
+            files={"content": (path, path.encode())},
+        )
+    return http.post(
+        f"/repositories/{REPO}/branches/{branch}/commits", json={"message": f"commit {n}"}
+    )
+
+
+def _write(server: Server, writer: Writer, phase: Phase, stop: threading.Event) -> None:
     with httpx.Client(base_url=f"{server.url}/api/v1", auth=KEY, timeout=60.0) as http:
         n = 0
         while not stop.is_set():
             n += 1
-            after = demoted.is_set()
-            path = f"{writer.branch}/{n}.txt"
-            uploaded = http.post(
-                f"/repositories/{REPO}/branches/{writer.branch}/objects",
-                params={"path": path},
-                files={"content": (path, path.encode())},
-            )
-            if uploaded.status_code != 201:
-                if uploaded.status_code == 403 and "mirror of" in uploaded.text:
-                    writer.refused_after += after
+            for what in ("upload", "commit"):
+                sent = (phase.round, phase.demoted)
+                answer = _send(http, what, writer.branch, n)
+                # demoted all the time the request was in flight: it must be refused
+                must_refuse = sent[1] and (phase.round, phase.demoted) == sent
+                if answer.status_code == 201:
+                    if what == "commit":
+                        writer.acked.append(answer.json()["id"])
+                    if must_refuse:
+                        writer.unexpected.append(f"{what} {n} acknowledged while demoted")
                     continue
-                writer.unexpected.append(f"upload {uploaded.status_code}: {uploaded.text}")
-                continue
-            after = demoted.is_set()
-            committed = http.post(
-                f"/repositories/{REPO}/branches/{writer.branch}/commits",
-                json={"message": f"commit {n}"},
-            )
-            if committed.status_code == 201:
-                writer.acked.append(committed.json()["id"])
-                if after:
-                    writer.unexpected.append(f"commit {n} acknowledged after the demotion")
-            elif committed.status_code == 403 and "b-region/demote-race" in committed.text:
-                writer.refused_after += after
-            else:
-                writer.unexpected.append(f"commit {committed.status_code}: {committed.text}")
+                # the refusal names the source unless a promotion began since
+                if answer.status_code == 403 and answer.json()["message"].startswith(READ_ONLY):
+                    if must_refuse:
+                        writer.refused[sent[0]] = writer.refused.get(sent[0], 0) + 1
+                else:
+                    writer.unexpected.append(f"{what} {n}: {answer.status_code} {answer.text}")
+                break
 
 
 def _history(http: httpx.Client, head: str) -> set[str]:
@@ -109,58 +135,81 @@ def _heads(http: httpx.Client) -> dict[str, str]:
     return {b: http.get(f"/repositories/{REPO}/branches/{b}").json()["commit_id"] for b in BRANCHES}
 
 
-def test_no_commit_is_acknowledged_after_a_demotion_answered(server: Server) -> None:
-    with httpx.Client(base_url=f"{server.url}/api/v1", auth=KEY, timeout=60.0) as http:
-        created = http.post(
-            "/repositories",
-            json={"name": REPO, "storage_namespace": server.namespace(REPO)},
-        )
-        assert created.status_code == 201, created.text
-        side = http.post(f"/repositories/{REPO}/branches", json={"name": "side", "source": "main"})
-        assert side.status_code == 201, side.text
-        replicator = _replicator(http)
+def _check_round(
+    http: httpx.Client, round_: int, heads: dict[str, str], writers: list[Writer]
+) -> None:
+    """Check what each writer saw acknowledged against the heads read after the demotion."""
+    assert _heads(http) == heads, f"round {round_}: a head moved while demoted"
+    for writer in writers:
+        acknowledged = list(writer.acked)
+        history = _history(http, heads[writer.branch])
+        lost = [c for c in acknowledged if c not in history]
+        assert lost == [], f"round {round_}, {writer.branch}: acknowledged, not in the head"
+        assert heads[writer.branch] == acknowledged[-1], f"round {round_}, {writer.branch}"
 
-        writers = [Writer(b) for b in BRANCHES]
-        demoted, stop = threading.Event(), threading.Event()
-        threads = [
-            threading.Thread(target=_write, args=(server, w, demoted, stop)) for w in writers
-        ]
-        for thread in threads:
-            thread.start()
-        try:
-            wait_for(
-                lambda: all(len(w.acked) >= ACKED_BEFORE_DEMOTE for w in writers),
-                timeout=120,
-                what=f"{ACKED_BEFORE_DEMOTE} acknowledged commits on each branch",
-            )
-            with httpx.Client(
-                base_url=f"{server.url}/api/v1", auth=replicator, timeout=60.0
-            ) as rep:
-                answer = rep.post(
-                    f"/repositories/{REPO}/mirror/demote",
-                    json={"mirror_of": "b-region/demote-race"},
-                )
-            demoted.set()
-            assert answer.status_code == 200, answer.text
-            heads = _heads(http)
-            wait_for(
-                lambda: all(w.refused_after >= REFUSED_AFTER_DEMOTE for w in writers),
-                timeout=120,
-                what=f"{REFUSED_AFTER_DEMOTE} refused writes on each branch after the demotion",
-            )
-        finally:
-            stop.set()
+
+def _setup(http: httpx.Client, server: Server) -> tuple[str, str]:
+    created = http.post(
+        "/repositories", json={"name": REPO, "storage_namespace": server.namespace(REPO)}
+    )
+    assert created.status_code == 201, created.text
+    for branch in BRANCHES[1:]:
+        made = http.post(f"/repositories/{REPO}/branches", json={"name": branch, "source": "main"})
+        assert made.status_code == 201, made.text
+    return _replicator(http)
+
+
+def test_no_write_is_acknowledged_after_a_demotion_answered(server: Server) -> None:
+    base = f"{server.url}/api/v1"
+    with httpx.Client(base_url=base, auth=KEY, timeout=60.0) as http:
+        key = _setup(http, server)
+        with httpx.Client(base_url=base, auth=key, timeout=60.0) as rep:
+            writers = [Writer(b) for b in BRANCHES]
+            phase, stop = Phase(), threading.Event()
+            threads = [
+                threading.Thread(target=_write, args=(server, w, phase, stop)) for w in writers
+            ]
             for thread in threads:
-                thread.join(timeout=120)
-
-        assert [w.unexpected for w in writers] == [[], []]
-        assert _heads(http) == heads, "a head moved after the demotion answered"
-        for writer in writers:
-            history = _history(http, heads[writer.branch])
-            lost = [c for c in writer.acked if c not in history]
-            assert lost == [], f"{writer.branch}: acknowledged commits not in the head"
-            # a refused commit never lands either: the head is the last acknowledged one
-            assert heads[writer.branch] == writer.acked[-1]
-        repo = http.get(f"/repositories/{REPO}").json()
-        assert repo["read_only"] is True
-        assert repo["mirror_of"] == "b-region/demote-race"
+                thread.start()
+            try:
+                for round_ in range(1, ROUNDS + 1):
+                    seen = [len(w.acked) for w in writers]
+                    wait_for(
+                        lambda seen=seen: all(
+                            len(w.acked) >= s + ACKED_PER_ROUND
+                            for w, s in zip(writers, seen, strict=True)
+                        ),
+                        timeout=120,
+                        what=f"round {round_}: {ACKED_PER_ROUND} new commits on each branch",
+                    )
+                    phase.round = round_
+                    demoted = rep.post(
+                        f"/repositories/{REPO}/mirror/demote", json={"mirror_of": SOURCE}
+                    )
+                    assert demoted.status_code == 200, demoted.text
+                    phase.demoted = True
+                    heads = _heads(http)
+                    # each writer is answered for a request sent after the demotion answered,
+                    # so every answer to what it sent before has arrived too
+                    wait_for(
+                        lambda round_=round_: all(
+                            w.refused.get(round_, 0) >= REFUSED_PER_ROUND for w in writers
+                        ),
+                        timeout=120,
+                        what=f"round {round_}: {REFUSED_PER_ROUND} refusals on each branch",
+                    )
+                    _check_round(http, round_, heads, writers)
+                    phase.demoted = False
+                    phase.round = round_ + 1
+                    promoted = rep.post(
+                        f"/repositories/{REPO}/mirror/promote",
+                        json={"promotion": {"from": SOURCE, "round": round_}},
+                    )
+                    assert promoted.status_code == 200, promoted.text
+            finally:
+                stop.set()
+                for thread in threads:
+                    thread.join(timeout=120)
+            assert [w.unexpected for w in writers] == [[] for _ in writers]
+            record = rep.get(f"/repositories/{REPO}/mirror/promotion").json()
+            assert record == {"from": SOURCE, "round": ROUNDS}
