@@ -215,9 +215,10 @@ class RefStore:
         """Create ``branch`` if absent.
 
         With ``require_writable`` the repository record is read again once the branch exists:
-        if the repository was demoted meanwhile, the branch is deleted again and the creation
-        refused, so no creation is acknowledged after a demotion answered (a demotion lists
-        branches only after it marked the repository read-only).
+        if the repository was demoted meanwhile, the branch is deleted again (also when the
+        demotion fenced it already) and the creation refused, so no creation is acknowledged
+        after a demotion answered (a demotion lists branches only after it marked the
+        repository read-only).
 
         Raises:
             BranchExistsError: a branch of that name exists.
@@ -234,11 +235,23 @@ class RefStore:
         try:
             self.require_writable(repo)
         except (RepositoryReadOnlyError, RepositoryNotFoundError):
-            try:
-                self.kv.delete_if(key, encoded)
-            except KVPreconditionFailedError:
-                pass  # the demotion fenced it first: it is the demoted repository's now
+            self._undo_branch(key, branch)
             raise
+
+    def _undo_branch(self, key: bytes, branch: Branch) -> None:
+        """Delete a branch just created, unless someone moved it from ``branch``'s head."""
+        raw = branch.encode()
+        # a demotion may have fenced it (new fence and staging token, same head) meanwhile
+        for _ in range(10):
+            try:
+                self.kv.delete_if(key, raw)
+                return
+            except KVPreconditionFailedError as exc:
+                if exc.found is None:
+                    return
+                if Branch.decode(branch.id, exc.found).commit_id != branch.commit_id:
+                    return  # moved on by someone else: not ours to delete any more
+                raw = exc.found
 
     def set_branch_if(
         self, repo: Repository, branch: Branch, expected: bytes, *, require_writable: bool = True

@@ -472,3 +472,117 @@ def test_ref_writes_racing_a_demotion_are_refused(write: str) -> None:
     assert not writer.branch_exists("repo", "dev")
     assert writer.branch_exists("repo", "old")
     assert [t for t, _ in writer.list_tags("repo")] == []
+
+
+class DemoteAtOp:
+    """A KV that runs a demotion right before its ``at``-th read or write (1-based)."""
+
+    def __init__(self, inner: MemoryKV) -> None:
+        self.inner = inner
+        self.count = 0
+        self.at = 0
+        self.compete: Any = None
+
+    def _tick(self) -> None:
+        self.count += 1
+        if self.compete is not None and self.count == self.at:
+            compete, self.compete = self.compete, None
+            compete()
+
+    def get(self, key: bytes) -> bytes:
+        self._tick()
+        return self.inner.get(key)
+
+    def set(self, key: bytes, value: bytes) -> None:
+        self._tick()
+        self.inner.set(key, value)
+
+    def set_if(self, key: bytes, value: bytes, expected: bytes | None) -> None:
+        self._tick()
+        self.inner.set_if(key, value, expected)
+
+    def delete_if(self, key: bytes, expected: bytes) -> None:
+        self._tick()
+        self.inner.delete_if(key, expected)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _racing_commit(c: Catalog) -> str:
+    return c.commit("repo", "main", "racing", committer="w").commit.id
+
+
+def _racing_merge(c: Catalog) -> str:
+    return c.merge("repo", "dev", "main", committer="w").commit.id
+
+
+def _racing_upload(c: Catalog) -> str:
+    c.upload_object("repo", "main", "new", b"n")
+    return ""
+
+
+def _racing_branch(c: Catalog) -> str:
+    c.create_branch("repo", "made", "main")
+    return ""
+
+
+def _racing_tag(c: Catalog) -> str:
+    c.create_tag("repo", "made", "main")
+    return ""
+
+
+@pytest.mark.parametrize(
+    "write", [_racing_commit, _racing_merge, _racing_upload, _racing_branch, _racing_tag]
+)
+def test_a_demotion_at_every_step_of_a_write(write: Any) -> None:
+    """Run the demotion before each KV operation of the write in turn, until none is left.
+
+    At each point the write either took effect before the demotion answered (a commit: it is
+    the head read right after) or is refused as read-only with no trace: no other error, no
+    head moved, no staged change, branch or tag left behind.
+    """
+    outcomes: set[str] = set()
+    for at in range(1, 200):
+        kv = DemoteAtOp(MemoryKV())
+        blocks = BlockResolver()
+        writer = Catalog(kv, blocks)  # type: ignore[arg-type]
+        demoter = Catalog(kv.inner, blocks)
+        writer.create_repository("repo", "mem://repo")
+        writer.create_branch("repo", "dev", "main")
+        writer.upload_object("repo", "dev", "d", b"d")
+        writer.commit("repo", "dev", "on dev", committer="w")
+        if write is not _racing_merge:  # a merge refuses a branch with uncommitted changes
+            writer.upload_object("repo", "main", "a", b"a")
+        before = writer.get_branch("repo", "main").commit_id
+        seen: dict[str, str] = {}
+
+        def demote(demoter: Catalog = demoter, seen: dict[str, str] = seen) -> None:
+            demoter.demote_repository("repo", "b/repo")
+            seen["head"] = demoter.get_branch("repo", "main").commit_id
+            seen["tags"] = ",".join(t for t, _ in demoter.list_tags("repo"))
+            seen["branches"] = ",".join(b.id for b in demoter.list_branches("repo"))
+
+        kv.count, kv.at, kv.compete = 0, at, demote
+        try:
+            made = write(writer)
+        except RepositoryReadOnlyError:
+            outcomes.add("refused")
+            assert writer.get_branch("repo", "main").commit_id == before, at
+            assert list(writer.diff_uncommitted("repo", "main")) == [], at
+            assert writer.get_branch("repo", "main").commit_id == seen["head"], at
+            assert not writer.branch_exists("repo", "made"), at
+            assert [t for t, _ in writer.list_tags("repo")] == [], at
+            continue
+        if kv.compete is not None:
+            assert outcomes == {"refused"}, "the write never met the demotion at all"
+            return  # the write ended before the at-th operation: every step was tried
+        outcomes.add("done")
+        # it took effect before the demotion answered: what the demotion left shows it
+        if made:
+            assert seen["head"] == made, at
+        if write is _racing_branch:
+            assert "made" in seen["branches"].split(","), at
+        if write is _racing_tag:
+            assert seen["tags"] == "made", at
+    raise AssertionError("the write did not end within 200 KV operations")
