@@ -5,7 +5,7 @@ Region ``a`` accepted commits that never reached ``b``. After the forced promoti
 writes from the commit it had validated; when ``a`` comes back its ``main`` has diverged. Adopting
 ``a`` as a mirror of ``b`` is refused naming the first differing commit, unless the diverged
 commits are preserved on a ``preserved-main-<UTC time>`` branch of ``a``; those commits are then
-copied to ``b`` once their files are there.
+copied to ``b`` by ``b``'s replicant once their files are there.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from tests.e2e.failover import (
     restarted,
 )
 from tests.e2e.regions import MIRRORS, Region, TwoRegions, wait_for
+
+PRESERVED = "/service/replication/v1/repositories/{repo}/preserved-branches"
 
 pytestmark = pytest.mark.slow
 
@@ -86,11 +88,16 @@ def test_forced_failover_then_fail_back_preserves_unreplicated_commits(
             unreplicated.append(_commit(a, name, files, f"unreplicated {i}"))
         newest = {"source_head": unreplicated[-1], "state": "waiting", "lag_commits": 2}
 
-        def waiting() -> bool:
-            status = _status(failover, in_b, name) or {}
-            return all(status.get(k) == v for k, v in newest.items())
+        seen: list[dict[str, Any]] = [{}]
 
-        wait_for(waiting, 30, "the replicant waiting for the newest source head's files")
+        def waiting() -> bool:
+            seen[0] = _status(failover, in_b, name) or {}
+            return all(seen[0].get(k) == v for k, v in newest.items())
+
+        try:
+            wait_for(waiting, 30, "the replicant waiting for the newest source head's files")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last status {seen[0]}") from None
         a.server.process.send_signal(signal.SIGKILL)
         a.server.process.wait(timeout=10)
         # without force the promotion needs the source: refused, naming the lag and force
@@ -161,12 +168,17 @@ def _fail_back(
         assert a.head(name, kept["branch"]) == unreplicated[-1]
         at_preserved = objects_at(a, name, kept["branch"])
         assert {p: at_preserved[p] for p in lost} == lost
-        # second step: once their files are in b's namespace, the commits go to b too
+    # second step, on b's replicant: refused while the branch's files are not in b's namespace,
+    # done once replication has brought them
+    with failover.replicant("b") as in_b:
+        copy = {"region": "a", "repository": name, "branch": kept["branch"]}
+        early = in_b.http.post(PRESERVED.format(repo=name), json=copy)
+        assert early.status_code == 409, early.text
+        assert b.head(name, kept["branch"]) is None
         failover.replicate("a", ns_a, "b", ns_b, start=False).run_until_idle(30)
-        records = [a.http.get(f"/repositories/{name}/commits/{c}").json() for c in unreplicated]
-        body = {"branch": kept["branch"], "head": unreplicated[-1], "commits": records}
-        copied = b.http.post(f"/repositories/{name}/mirror/preserve", json=body)
+        copied = in_b.http.post(PRESERVED.format(repo=name), json=copy)
         assert copied.status_code == 201, copied.text
+        assert copied.json()["head"] == unreplicated[-1]
         in_b_now = objects_at(b, name, kept["branch"])
         assert {p: in_b_now[p] for p in lost} == lost
         assert b.head(name, "main") == b_head
