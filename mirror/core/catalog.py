@@ -317,7 +317,7 @@ class Catalog:
             TagNotFoundError, RepositoryReadOnlyError.
         """
         repo = self._ctx.writable(repository, force)
-        self._ctx.refs.delete_tag(repo, validate_tag_id(name))
+        self._ctx.refs.delete_tag(repo, validate_tag_id(name), require_writable=not force)
 
     # objects
 

@@ -356,19 +356,37 @@ class RefStore:
         except KeyNotFoundError as exc:
             raise TagNotFoundError(f"{tag_id!r} in repository {repo.id!r}") from exc
 
-    def delete_tag(self, repo: Repository, tag_id: TagID) -> None:
+    def delete_tag(
+        self, repo: Repository, tag_id: TagID, *, require_writable: bool = False
+    ) -> None:
         """Delete a tag.
+
+        With ``require_writable`` the repository record is read again once the tag is gone,
+        and a tag deleted from a repository demoted meanwhile is put back and the deletion
+        refused.
 
         Raises:
             TagNotFoundError: no such tag.
+            RepositoryReadOnlyError: ``require_writable`` and the repository is read-only now.
         """
         key = self._tag_key(repo, tag_id)
         gone = TagNotFoundError(f"{tag_id!r} in repository {repo.id!r}")
         try:
+            raw = self.kv.get(key)
             # only the tag as read: one re-created meanwhile is another tag
-            self.kv.delete_if(key, self.kv.get(key))
+            self.kv.delete_if(key, raw)
         except (KeyNotFoundError, KVPreconditionFailedError) as exc:
             raise gone from exc
+        if not require_writable:
+            return
+        try:
+            self.require_writable(repo)
+        except (RepositoryReadOnlyError, RepositoryNotFoundError):
+            try:
+                self.kv.set_if(key, raw, None)
+            except KVPreconditionFailedError:
+                pass  # created again meanwhile: tags never move, so it is the same or newer
+            raise
 
     def list_tags(
         self, repo: Repository, prefix: str = "", after: str = ""

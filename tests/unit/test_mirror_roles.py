@@ -532,8 +532,21 @@ def _racing_tag(c: Catalog) -> str:
     return ""
 
 
+def _racing_tag_deletion(c: Catalog) -> str:
+    c.delete_tag("repo", "old")
+    return ""
+
+
 @pytest.mark.parametrize(
-    "write", [_racing_commit, _racing_merge, _racing_upload, _racing_branch, _racing_tag]
+    "write",
+    [
+        _racing_commit,
+        _racing_merge,
+        _racing_upload,
+        _racing_branch,
+        _racing_tag,
+        _racing_tag_deletion,
+    ],
 )
 def test_a_demotion_at_every_step_of_a_write(write: Any) -> None:
     """Run the demotion before each KV operation of the write in turn, until none is left.
@@ -552,6 +565,7 @@ def test_a_demotion_at_every_step_of_a_write(write: Any) -> None:
         writer.create_branch("repo", "dev", "main")
         writer.upload_object("repo", "dev", "d", b"d")
         writer.commit("repo", "dev", "on dev", committer="w")
+        writer.create_tag("repo", "old", "main")
         if write is not _racing_merge:  # a merge refuses a branch with uncommitted changes
             writer.upload_object("repo", "main", "a", b"a")
         before = writer.get_branch("repo", "main").commit_id
@@ -572,7 +586,7 @@ def test_a_demotion_at_every_step_of_a_write(write: Any) -> None:
             assert list(writer.diff_uncommitted("repo", "main")) == [], at
             assert writer.get_branch("repo", "main").commit_id == seen["head"], at
             assert not writer.branch_exists("repo", "made"), at
-            assert [t for t, _ in writer.list_tags("repo")] == [], at
+            assert [t for t, _ in writer.list_tags("repo")] == ["old"], at
             continue
         if kv.compete is not None:
             assert outcomes == {"refused"}, "the write never met the demotion at all"
@@ -584,5 +598,7 @@ def test_a_demotion_at_every_step_of_a_write(write: Any) -> None:
         if write is _racing_branch:
             assert "made" in seen["branches"].split(","), at
         if write is _racing_tag:
-            assert seen["tags"] == "made", at
+            assert seen["tags"] == "made,old", at
+        if write is _racing_tag_deletion:
+            assert seen["tags"] == "", at
     raise AssertionError("the write did not end within 200 KV operations")
