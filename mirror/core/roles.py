@@ -7,7 +7,10 @@ read-only, rewrites every branch's ``fence``. So a write racing a demotion eithe
 record before the demotion's swap, and then its branch swap lands before the fence (the
 demotion answers after the fence, with the write in the head), or fails the branch swap and is
 refused when it retries, or reads the record after the swap and is refused. No write is
-acknowledged after a demotion answered that the heads it fenced do not hold.
+acknowledged after a demotion answered that the heads it fenced do not hold. The fence also
+replaces every staging token and drops the uncommitted changes (never replicated): a staged
+write reads the record before and after writing, so one racing a demotion lands only in a
+dropped token and is refused.
 
 The promotion record (free JSON, the newest kept) lives under the repository's instance prefix,
 so several server processes read the same one and a re-created repository starts without one.
