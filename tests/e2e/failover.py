@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import lakefs_sdk
 import yaml
+from lakefs_sdk.models.user_creation import UserCreation
 
 from mirror.simulate import ReplicationSimulator
 from tests.e2e.regions import (
@@ -265,7 +265,7 @@ def make_user(region: Region, *policies: str) -> tuple[str, str]:
     """Create a user of ``region`` with ``policies`` attached; return its key and secret."""
     auth = region.client.sdk_client.auth_api
     user_id = unique("user")
-    auth.create_user(lakefs_sdk.UserCreation(id=user_id))
+    auth.create_user(UserCreation(id=user_id))
     for policy in policies:
         auth.attach_policy_to_user(user_id, policy)
     creds = auth.create_credentials(user_id)
