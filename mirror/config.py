@@ -201,6 +201,8 @@ class ReplicantSettings(_Section):
     list_threshold: int = Field(default=8, ge=1)
     """New objects under one prefix from which a LIST is used instead of one HEAD each."""
     object_cache_size: int = Field(default=1_000_000, ge=0)
+    validated_heads_kept: int = Field(default=3, ge=1, le=1000)
+    """Heads per branch whose ranges stay in a mirror's validated set (its newest head included)."""
     bulk_threshold: int = Field(default=0, ge=0)
     """Objects above which a mirror's first sync is validated by a Spark job; 0: never."""
     replica_id: str | None = None

@@ -69,6 +69,7 @@ def service_settings(config: LakeMirrorConfig) -> ServiceSettings:
         concurrency=r.concurrency,
         list_threshold=r.list_threshold,
         object_cache_size=r.object_cache_size,
+        validated_heads_kept=r.validated_heads_kept,
         bulk_threshold=r.bulk_threshold,
         shutdown_timeout=r.shutdown_timeout,
     )

@@ -65,6 +65,7 @@ class ServiceSettings:
     concurrency: int = 32
     list_threshold: int = 8
     object_cache_size: int = 1_000_000
+    validated_heads_kept: int = 3
     bulk_threshold: int = 0
     shutdown_timeout: float = 25.0
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
@@ -483,7 +484,12 @@ class ReplicantService:
 
     async def _start_worker(self, config: MirrorConfig) -> None:
         reader = await self.readers.open(config.storage_namespace)
-        validated = KVValidatedRanges(self.store.kv, self.store.ranges_prefix(config.name))
+        validated = KVValidatedRanges(
+            self.store.kv,
+            self.store.ranges_prefix(config.name),
+            retention_prefix=self.store.range_retention_prefix(config.name),
+            heads_kept=self.settings.validated_heads_kept,
+        )
         validator = Validator(
             reader,
             validated=validated,

@@ -7,6 +7,8 @@ share it and a restarted replica resumes from it:
 - ``replicant/status/<name>/<branch>`` → the last status of a mirrored branch (JSON);
 - ``replicant/leases/<name>`` → which replica works the mirror, until when (JSON);
 - ``replicant/ranges/<name>/<range_id>`` → ranges validated complete in the mirror's namespace;
+- ``replicant/range-retention/<name>/`` → which retained heads hold those ranges
+  (:class:`~mirror.validator.retention.RangeRetention`);
 - ``replicant/preserved/<name>`` → the branches adopting repository ``name`` preserved (JSON);
 - ``replicant/promotions/<name>`` → the report of the newest promotion of mirror ``name`` (JSON),
   kept after the mirror's configuration is removed.
@@ -159,6 +161,11 @@ class ReplicantStore:
         """Return the key prefix of the ranges validated for mirror ``name``."""
         return _ROOT + b"ranges/" + name.encode() + b"/"
 
+    @staticmethod
+    def range_retention_prefix(name: str) -> bytes:
+        """Return the key prefix of what bounds the validated ranges of mirror ``name``."""
+        return _ROOT + b"range-retention/" + name.encode() + b"/"
+
     # mirrors
 
     def add_mirror(self, config: MirrorConfig) -> None:
@@ -199,6 +206,7 @@ class ReplicantStore:
         for prefix in (
             _ROOT + b"status/" + name.encode() + b"/",
             self.ranges_prefix(name),
+            self.range_retention_prefix(name),
         ):
             for key, _ in list(self.kv.scan(prefix)):
                 self.kv.delete(key)

@@ -10,6 +10,7 @@ from mirror.validator.caches import (
     KVValidatedRanges,
     MemoryValidatedRanges,
     ObjectCache,
+    RetainingRanges,
     ValidatedRanges,
 )
 from mirror.validator.events import CountingEvents, NullEvents, ValidationEvents
@@ -20,6 +21,7 @@ from mirror.validator.readers import (
     CountingReader,
     ThreadedObjectReader,
 )
+from mirror.validator.retention import RangeRetention
 from mirror.validator.validator import (
     MISSING_SAMPLE_SIZE,
     ValidationReport,
@@ -38,6 +40,8 @@ __all__ = [
     "NaiveChecker",
     "NullEvents",
     "ObjectCache",
+    "RangeRetention",
+    "RetainingRanges",
     "ThreadedObjectReader",
     "ValidatedRanges",
     "ValidationEvents",

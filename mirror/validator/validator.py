@@ -19,7 +19,9 @@ repository:
   flight at once, so memory stays bounded by ranges, not by the repository.
 
 A range found whole is recorded in ``validated`` (in batches, from a worker thread: the set may
-live in a remote KV). The present objects of a range left incomplete go to the object cache, so
+live in a remote KV); a tree found whole is reported to it too when it bounds itself to the
+ranges of retained heads (:class:`~mirror.validator.caches.RetainingRanges`).
+The present objects of a range left incomplete go to the object cache, so
 that the retry checks only the stragglers; those of a whole range do not, as its ID vouches for
 them from then on, and the base tree does when the range changes.
 """
@@ -40,7 +42,7 @@ from mirror.block.errors import BlockNotFoundError, InvalidNamespaceError
 from mirror.block.resolver import split_namespace
 from mirror.core.committed import METADATA_PREFIX, RangeInfo, decode_metarange, decode_range
 from mirror.core.model import AddressType
-from mirror.validator.caches import ObjectCache, ValidatedRanges
+from mirror.validator.caches import ObjectCache, RetainingRanges, ValidatedRanges
 from mirror.validator.events import NullEvents, ValidationEvents
 from mirror.validator.readers import LIST_PAGE_SIZE, AsyncObjectReader, aclose_listing
 
@@ -369,7 +371,16 @@ class Validator:
         finally:
             with anyio.CancelScope(shield=True):
                 await self._remember_validated(run, 0)
-        return run.report(metarange_id)
+        report = run.report(metarange_id)
+        if report.complete and isinstance(self._validated, RetainingRanges):
+            await anyio.to_thread.run_sync(
+                self._validated.retain,
+                metarange_id,
+                base_metarange_id,
+                [str(r.id) for r in ranges],
+                [str(r.id) for r in base],
+            )
+        return report
 
     async def _remember_validated(self, run: _Run, batch: int) -> None:
         """Write the range IDs found whole so far once ``batch`` of them are waiting.
