@@ -8,7 +8,8 @@
 - lag: the demo's two regions (a server process each, the replicant process, replication that
   delivers each file 0 to 2 s after it appears, in random order, noticing new files within
   10 ms), a commit every second; for every commit, the
-  time from its creation until the mirror branch shows it or a later commit.
+  time from its creation until the mirror branch shows it or a later commit, and the
+  validations the replicant ran per commit (read from its ``/metrics``).
 """
 
 from __future__ import annotations
@@ -145,6 +146,22 @@ def catch_up_table(behind: int = 100) -> None:
     )
 
 
+def _validations(replicant: httpx.Client) -> dict[str, float]:
+    """Return the replicant's validations so far by result, and its head advances."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = replicant.get("/metrics")
+    response.raise_for_status()
+    counts: dict[str, float] = {"complete": 0.0, "incomplete": 0.0, "advances": 0.0}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            if s.name == "lakemirror_validations_total":
+                counts[s.labels["result"]] = counts.get(s.labels["result"], 0.0) + s.value
+            elif s.name == "lakemirror_head_advances_total":
+                counts["advances"] += s.value
+    return counts
+
+
 def lag_table(
     commits: int = 60, interval: float = 1.0, delay: tuple[float, float] = (0.0, 2.0)
 ) -> None:
@@ -182,6 +199,7 @@ def lag_table(
                 stop.wait(0.02)
 
         sampler = threading.Thread(target=sample, daemon=True)
+        counted = _validations(regions.replicant)
         sampler.start()
         try:
             for i in range(commits):
@@ -206,6 +224,8 @@ def lag_table(
         finally:
             stop.set()
             sampler.join(timeout=10)
+        ran = _validations(regions.replicant)
+    work = {k: ran.get(k, 0.0) - counted.get(k, 0.0) for k in ran}
     lags = [reached[i] - made[i] for i in range(commits) if i in reached]
     heads = [reached[i] - made[i] for i in sorted(shown_as_head) if i >= 0]
     missing = commits - len(lags)
@@ -222,6 +242,12 @@ def lag_table(
             f"| {max(values):.2f} | {statistics.fmean(values):.2f} |"
         )
     print(f"\ncommits never shown within 30 s of the last one: {missing}")
+    validations = work["complete"] + work["incomplete"]
+    print(
+        f"validations: {validations:.0f} ({work['complete']:.0f} complete, "
+        f"{work['incomplete']:.0f} incomplete), {validations / commits:.2f} per commit; "
+        f"head advances: {work['advances']:.0f}"
+    )
 
 
 def quiet() -> None:

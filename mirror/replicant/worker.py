@@ -7,7 +7,10 @@ loop per mirrored branch (DESIGN.md §6):
 2. copy every commit record reachable from H that the mirror lacks, parents first;
 3. validate H alone — skipping every commit in between — and, once started, keep validating H
    until all its files have arrived (so the head always advances);
-4. move the mirror branch from its old head to H by compare-and-swap; a branch the mirror does
+4. while H still waits for files, check a few commits between the mirror head and H on H's
+   first-parent chain (newest first) and move the mirror branch to the newest one found whole,
+   so that a commit whose files are all there is not held back by its successor's;
+5. move the mirror branch from its old head to H by compare-and-swap; a branch the mirror does
    not have yet is created at H by a compare-and-swap from "absent".
 
 A mirror branch therefore only ever points at a commit whose metarange, ranges and data objects
@@ -35,13 +38,38 @@ from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.state import BranchState, BranchStatus, MirrorConfig, ReplicantStore
 from mirror.validator import ValidationReport, Validator
 
-__all__ = ["FirstSync", "MirrorWorker", "WorkerSettings", "parents_first"]
+__all__ = ["FirstSync", "MirrorWorker", "WorkerSettings", "intermediate_probes", "parents_first"]
 
 FirstSync = Callable[[str], Awaitable[ValidationReport | None]]
 """Validates a metarange with no base in bulk, or answers ``None`` to leave it to the validator."""
 
 _COMMIT_CACHE = 10_000
 _LAG_WALK_LIMIT = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """The source's first-parent chain ahead of the mirror head.
+
+    Attributes:
+        ids: The commits ahead, newest (the source head) first.
+        oldest: The creation date of the oldest commit ahead, ``None`` when none is.
+        from_head: Whether the chain ends at the mirror head itself, so that every commit on it
+            descends from the mirror head (and moving there is moving forward).
+    """
+
+    ids: tuple[str, ...]
+    oldest: int | None
+    from_head: bool
+
+
+@dataclass(slots=True)
+class _Progress:
+    """Where the mirror branch is while the worker waits for the source head's files."""
+
+    current: str | None
+    base: str
+    ahead: _Ahead
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,50 +232,71 @@ class MirrorWorker:
             return False
         await self._import_chain(head)
         target = await self._commit(head)
-        behind, oldest = await self._behind(head, current)
-        self._set(status, "validating", lag_commits=behind, oldest=oldest)
-        base = await self._metarange_of(current)
-        report = await self._validate_until_complete(status, target, base, current, behind)
+        ahead = await self._ahead(head, current)
+        self._set(status, "validating", lag_commits=len(ahead.ids), oldest=ahead.oldest)
+        progress = _Progress(current, await self._metarange_of(current), ahead)
+        report = await self._validate_until_complete(status, target, progress)
         if report is None:
             return False
+        if not await self._advance(status, progress.current, head, len(progress.ahead.ids), report):
+            return False
+        self._set(status, "synced", lag_seconds=0.0, lag_commits=0, missing=0)
+        return True
+
+    async def _advance(
+        self,
+        status: BranchStatus,
+        current: str | None,
+        new: str,
+        commits: int,
+        report: ValidationReport,
+    ) -> bool:
+        """Move the mirror branch from ``current`` to ``new`` (validated), ``commits`` ahead.
+
+        Returns whether it moved: ``False`` if the mirror head is no longer ``current``.
+        """
+        name, branch = self.config.name, status.branch
         try:
             # expected None: create the branch, failing if another replica created it first
-            await self.dest.set_branch_head(name, branch, head, current)
+            await self.dest.set_branch_head(name, branch, new, current)
         except PreconditionFailedError as exc:
             self._log.warning("mirror head moved meanwhile", branch=branch, error=str(exc))
             return False
         now = self._clock()
-        status.mirror_head = head
+        status.mirror_head = new
         status.last_advance = now
         labels = (name, branch)
         self.metrics.head_advances.labels(*labels).inc()
-        if behind > 1:
-            self.metrics.commits_skipped.labels(*labels).inc(behind - 1)
+        if commits > 1:
+            self.metrics.commits_skipped.labels(*labels).inc(commits - 1)
         self.metrics.last_advance.labels(*labels).set(now)
         self._log.info(
             "mirror head advanced" if current is not None else "mirror branch created",
             branch=branch,
             old=current,
-            new=head,
-            commits=behind,
-            skipped=max(0, behind - 1),
+            new=new,
+            source_head=status.source_head,
+            commits=commits,
+            skipped=max(0, commits - 1),
             ranges_read=report.ranges_read,
             objects_checked=report.objects_checked,
         )
-        self._set(status, "synced", lag_seconds=0.0, lag_commits=0, missing=0)
         return True
 
     async def _validate_until_complete(
-        self,
-        status: BranchStatus,
-        target: RemoteCommit,
-        base: str,
-        current: str | None,
-        behind: int,
+        self, status: BranchStatus, target: RemoteCommit, progress: _Progress
     ) -> ValidationReport | None:
-        """Validate ``target`` until complete; ``None`` if the mirror head moved meanwhile."""
+        """Validate ``target`` until complete; ``None`` if the mirror head moved meanwhile.
+
+        While ``target`` waits for files, the mirror branch may move to a commit between it and
+        the mirror head (``progress`` follows it). The commits in between are checked on the
+        first round and whenever fewer of ``target``'s files are missing than on the round
+        before: a file that arrives for one of them is, as a rule, one ``target`` waits for too,
+        and ``target`` completing ends the wait anyway.
+        """
         name = self.config.name
-        bulk = not base and self._first_sync is not None
+        bulk = not progress.base and self._first_sync is not None
+        probed_at: int | None = None
         while True:
             report = None
             if bulk and self._first_sync is not None:
@@ -256,21 +305,61 @@ class MirrorWorker:
                 if report is not None:
                     self.metrics.bulk_validations.labels(name).inc()
             if report is None:
-                report = await self.validator.validate(target.meta_range_id, base)
-            result = "complete" if report.complete else "incomplete"
-            self.metrics.validations.labels(name, result).inc()
+                report = await self.validator.validate(target.meta_range_id, progress.base)
+            self._count(report)
             if report.complete:
                 return report
+            if report.missing_count != probed_at:
+                probed_at = report.missing_count
+                if not await self._advance_between(status, progress):
+                    return None
             self._set(
                 status,
                 "waiting",
-                lag_commits=behind,
+                lag_commits=len(progress.ahead.ids),
+                oldest=progress.ahead.oldest,
                 missing=report.missing_count,
                 sample=list(report.missing[:10]),
             )
             await asyncio.sleep(self.settings.poll_interval)
-            if await self.dest.get_branch_head(name, status.branch) != current:
+            if await self.dest.get_branch_head(name, status.branch) != progress.current:
                 return None
+
+    def _count(self, report: ValidationReport) -> None:
+        result = "complete" if report.complete else "incomplete"
+        self.metrics.validations.labels(self.config.name, result).inc()
+
+    async def _advance_between(self, status: BranchStatus, progress: _Progress) -> bool:
+        """Move the mirror branch to the newest whole commit probed between it and the head.
+
+        Only commits on the source head's first-parent chain that descend from the mirror head
+        are candidates, and only one found complete is moved to: the mirror head moves forward
+        along that chain and never shows a commit with a file missing. A mirror without a head
+        (a first sync, with no base tree to make checks cheap) waits for the source head alone.
+
+        Returns:
+            ``False`` if the mirror head moved meanwhile (another replica), else ``True``.
+        """
+        ahead = progress.ahead
+        if not progress.base or not ahead.from_head:
+            return True
+        between = ahead.ids[1:]
+        for index in intermediate_probes(len(between)):
+            commit = await self._commit(between[index])
+            report = await self.validator.validate(commit.meta_range_id, progress.base)
+            self._count(report)
+            if not report.complete:
+                continue
+            commits = len(between) - index
+            if not await self._advance(status, progress.current, commit.id, commits, report):
+                return False
+            newer = ahead.ids[: index + 1]
+            oldest = (await self._commit(newer[-1])).creation_date
+            progress.current = commit.id
+            progress.base = commit.meta_range_id
+            progress.ahead = _Ahead(newer, oldest, True)
+            return True
+        return True
 
     def _set(
         self,
@@ -361,19 +450,18 @@ class MirrorWorker:
         while len(self._imported) > _COMMIT_CACHE:
             self._imported.popitem(last=False)
 
-    async def _behind(self, head: str, current: str | None) -> tuple[int, int | None]:
-        """Return how far ``head`` is ahead of ``current`` along first parents.
+    async def _ahead(self, head: str, current: str | None) -> _Ahead:
+        """Return the commits ``head`` is ahead of ``current`` along first parents.
 
-        Counting stops at ``current`` or at the first of its ancestors met, so a mirror head
+        The walk stops at ``current`` or at the first of its ancestors met, so a mirror head
         off the source's history (an adopted repository's diverged head) counts only the
-        commits since the fork. Also returns the creation date of the oldest commit ahead
-        (``None`` when none is).
+        commits since the fork.
         """
-        count = 0
+        ids: list[str] = []
         oldest: int | None = None
         ancestry = await _Ancestry.of(self.dest, self.config.name, current)
         cid: str | None = head
-        while cid is not None and cid != current and count < _LAG_WALK_LIMIT:
+        while cid is not None and cid != current and len(ids) < _LAG_WALK_LIMIT:
             commit = await self._commit(cid)
             if await ancestry.reaches(commit):
                 break
@@ -382,10 +470,10 @@ class MirrorWorker:
                 # was reset onto another history, or the mirror was made with a commit of its
                 # own by an earlier version)
                 break
-            count += 1
+            ids.append(cid)
             oldest = commit.creation_date
             cid = commit.parents[0] if commit.parents else None
-        return count, oldest
+        return _Ahead(tuple(ids), oldest, current is not None and cid == current)
 
     async def _metarange_of(self, commit_id: str | None) -> str:
         """Return the metarange of a commit already on the mirror (validated), ``""`` if none."""
@@ -483,6 +571,24 @@ class _Ancestry:
                     generation = (await self._dest.get_commit(self._repo, parent)).generation
                     heapq.heappush(self._frontier, (-generation, parent))
         return commit.id in self._seen
+
+
+def intermediate_probes(count: int) -> list[int]:
+    """Pick which of ``count`` commits between a mirror head and the source head to check.
+
+    Positions count back from the source head's parent (0) to the commit just after the mirror
+    head (``count - 1``). The picks, newest first, are at distances 1, 2, 4, 8... from the
+    head, then the oldest: at most about ``log2(count) + 2`` validations a round, the near end
+    (the likeliest to be whole) always among them.
+    """
+    picks: list[int] = []
+    step = 1
+    while step - 1 < count:
+        picks.append(step - 1)
+        step *= 2
+    if count and picks[-1] != count - 1:
+        picks.append(count - 1)
+    return picks
 
 
 def parents_first(commits: dict[str, RemoteCommit]) -> list[RemoteCommit]:
