@@ -288,15 +288,15 @@ class MirrorWorker:
     ) -> ValidationReport | None:
         """Validate ``target`` until complete; ``None`` if the mirror head moved meanwhile.
 
-        While ``target`` waits for files, the mirror branch may move to a commit between it and
-        the mirror head (``progress`` follows it). The commits in between are checked on the
-        first round and whenever fewer of ``target``'s files are missing than on the round
-        before: a file that arrives for one of them is, as a rule, one ``target`` waits for too,
-        and ``target`` completing ends the wait anyway.
+        While ``target`` waits for files, the mirror branch may move, after each round, to a
+        whole commit between it and the mirror head (``progress`` follows it). Those are checked
+        every round: ``target``'s missing files say little about theirs (a range file of
+        ``target`` that has not arrived hides which objects it waits for, and their range files
+        are not ``target``'s), and the validator's caches make each check cost what is still
+        missing.
         """
         name = self.config.name
         bulk = not progress.base and self._first_sync is not None
-        probed_at: int | None = None
         while True:
             report = None
             if bulk and self._first_sync is not None:
@@ -309,10 +309,8 @@ class MirrorWorker:
             self._count(report)
             if report.complete:
                 return report
-            if report.missing_count != probed_at:
-                probed_at = report.missing_count
-                if not await self._advance_between(status, progress):
-                    return None
+            if not await self._advance_between(status, progress):
+                return None
             self._set(
                 status,
                 "waiting",
