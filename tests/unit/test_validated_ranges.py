@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -19,7 +20,7 @@ import pytest
 from mirror.block import MemoryBlockStore
 from mirror.core import Catalog, ChunkingParams, Entry, open_memory
 from mirror.core.committed import CommittedStore
-from mirror.kv import KV, MemoryKV
+from mirror.kv import KV, MemoryKV, SqliteKV
 from mirror.validator import (
     KVValidatedRanges,
     MemoryValidatedRanges,
@@ -186,6 +187,39 @@ def test_replicas_taking_turns_on_one_kv_stay_bounded() -> None:
         retention = replicas[0].retention
         assert retention is not None
         assert_bounded(kv, repo, retention)
+
+
+def test_replicas_advancing_two_branches_at_once_on_sqlite_stay_bounded(tmp_path: Path) -> None:
+    rng = random.Random(13)
+    repo = Repo()
+    repo.branch("dev", "main")
+    kv = SqliteKV(tmp_path / "kv.db")
+    replicas = {"main": retaining(kv, 2), "dev": retaining(kv, 2)}
+    validators = {
+        b: Validator(ThreadedObjectReader(repo.store), validated=v) for b, v in replicas.items()
+    }
+    heads = {"main": "", "dev": ""}
+
+    async def advance(branch: str, mid: str) -> None:
+        report = await validators[branch].validate(mid, heads[branch])
+        assert report.complete
+        heads[branch] = mid
+
+    async def both(trees: dict[str, str]) -> None:
+        async with anyio.create_task_group() as group:
+            for branch, mid in trees.items():
+                group.start_soon(advance, branch, mid)
+
+    for _ in range(25):
+        trees = {b: repo.rewrite(b, rng, rng.randint(1, 5)) for b in heads}
+        anyio.run(both, trees)  # the prunes of the last round may still run meanwhile
+    for replica in replicas.values():
+        replica.drain()
+    retention = replicas["main"].retention
+    assert retention is not None
+    ids = assert_bounded(kv, repo, retention)
+    assert repo.range_ids(heads["main"]) | repo.range_ids(heads["dev"]) <= ids
+    kv.close()
 
 
 class DropHook(MemoryKV):
