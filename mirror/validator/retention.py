@@ -29,6 +29,7 @@ Keys under the retention prefix ``Q``:
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,27 +37,47 @@ from dataclasses import dataclass
 from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
 from mirror.kv.protocol import KV
 
-__all__ = ["RangeRetention"]
+__all__ = ["Chain", "RangeRetention"]
 
 _SEQ_DIGITS = 12
 
 
 @dataclass(frozen=True, slots=True)
-class _Chain:
+class Chain:
+    """A chain of advances: its head, last sequence number, kept heads and last move.
+
+    Attributes:
+        id: The chain's key.
+        head: The tree of its newest head.
+        seq: The sequence number of its newest head.
+        window: ``(sequence, tree)`` of the heads it keeps, oldest first.
+        moved_at: When it last moved (seconds since the epoch).
+    """
+
+    id: str
     head: str
     seq: int
     window: list[tuple[int, str]]
+    moved_at: float
 
     def dump(self) -> bytes:
+        """Return the record stored in the KV (without the ID, which is its key)."""
         return json.dumps(
-            {"head": self.head, "seq": self.seq, "window": [list(w) for w in self.window]},
+            {
+                "head": self.head,
+                "seq": self.seq,
+                "window": [list(w) for w in self.window],
+                "moved_at": self.moved_at,
+            },
             sort_keys=True,
         ).encode()
 
     @classmethod
-    def load(cls, raw: bytes) -> _Chain:
+    def load(cls, chain_id: str, raw: bytes) -> Chain:
+        """Return the chain ``chain_id`` stored as ``raw``."""
         data = json.loads(raw)
-        return cls(data["head"], int(data["seq"]), [(int(s), str(m)) for s, m in data["window"]])
+        window = [(int(s), str(m)) for s, m in data["window"]]
+        return cls(chain_id, data["head"], int(data["seq"]), window, float(data["moved_at"]))
 
 
 class RangeRetention:
@@ -139,7 +160,7 @@ class RangeRetention:
         if chain_id is None:
             return False
         raw = self._get(self._chain_key(chain_id.decode()))
-        return raw is not None and _Chain.load(raw).head == metarange_id
+        return raw is not None and Chain.load("", raw).head == metarange_id
 
     def _advance(self, mid: str, base: str, tree: set[str], base_tree: set[str]) -> str | None:
         """Move the chain whose head is ``base`` to ``mid``; ``None`` if none has that head."""
@@ -150,13 +171,14 @@ class RangeRetention:
         raw = self._get(self._chain_key(chain_id))
         if raw is None:
             return None
-        chain = _Chain.load(raw)
+        chain = Chain.load(chain_id, raw)
         if chain.head != base:
             return None
         seq = chain.seq + 1
         window = [*chain.window, (seq, mid)][-self._kept :]
         try:
-            self._kv.set_if(self._chain_key(chain_id), _Chain(mid, seq, window).dump(), raw)
+            new = Chain(chain_id, mid, seq, window, time.time())
+            self._kv.set_if(self._chain_key(chain_id), new.dump(), raw)
         except KVPreconditionFailedError:
             return None  # another branch moved off base first: this one starts its own chain
         added = tree - base_tree
@@ -178,7 +200,8 @@ class RangeRetention:
         """Start a chain at ``mid`` holding every range of it."""
         chain_id = uuid.uuid4().hex
         self._kv.set_many((self._hold_key(r, chain_id), b"1") for r in sorted(tree))
-        self._kv.set_if(self._chain_key(chain_id), _Chain(mid, 1, [(1, mid)]).dump(), None)
+        chain = Chain(chain_id, mid, 1, [(1, mid)], time.time())
+        self._kv.set_if(self._chain_key(chain_id), chain.dump(), None)
         self._kv.set(self._head_key(mid), chain_id.encode())
         self._add(tree)
         return chain_id
@@ -197,7 +220,7 @@ class RangeRetention:
         raw = self._get(self._chain_key(chain_id))
         if raw is None:
             return 0
-        oldest = _Chain.load(raw).window[0][0]
+        oldest = Chain.load(chain_id, raw).window[0][0]
         dropped = 0
         prefix = self._deaths_prefix(chain_id)
         for key, value in list(self._kv.scan(prefix)):
@@ -240,11 +263,47 @@ class RangeRetention:
     def _held_besides(self, range_id: str, key: bytes) -> bool:
         return any(k != key for k, _ in self._kv.scan(self._holds_prefix(range_id)))
 
+    # ending chains
+
+    def chains(self) -> list[Chain]:
+        """Return every chain of the mirror."""
+        cut = len(self._prefix + b"c/")
+        return [Chain.load(k[cut:].decode(), raw) for k, raw in self._kv.scan(self._prefix + b"c/")]
+
+    def end(self, chain: Chain, ids: Iterable[str]) -> int:
+        """End ``chain``, unless it moved since it was read; release the ranges it held.
+
+        Args:
+            chain: The chain as :meth:`chains` returned it.
+            ids: The ranges of every tree of its window.
+
+        Returns:
+            How many range IDs left the validated set.
+        """
+        key = self._chain_key(chain.id)
+        try:
+            self._kv.delete_if(key, chain.dump())
+        except KVPreconditionFailedError:
+            return 0  # it moved (or ended) meanwhile: its branch is alive
+        try:
+            self._kv.delete_if(self._head_key(chain.head), chain.id.encode())
+        except KVPreconditionFailedError:
+            pass  # another chain sits on that tree now
+        held = set(ids)
+        deaths = list(self._kv.scan(self._deaths_prefix(chain.id)))
+        for _, value in deaths:
+            held.update(json.loads(value))  # removed, but held until their death list is pruned
+        ended = chain.seq + 1  # after every entry: each hold of the chain is released
+        dropped = sum(self._release(r, chain.id, ended) for r in sorted(held))
+        for death_key, _ in deaths:
+            self._kv.delete(death_key)
+        return dropped
+
     # inspection
 
     def retained_heads(self) -> list[str]:
         """Return the trees of every chain's window (what the validated set is bounded by)."""
         heads: list[str] = []
-        for _, raw in self._kv.scan(self._prefix + b"c/"):
-            heads.extend(m for _, m in _Chain.load(raw).window)
+        for chain in self.chains():
+            heads.extend(m for _, m in chain.window)
         return heads

@@ -29,8 +29,9 @@ them from then on, and the base tree does when the range changes.
 from __future__ import annotations
 
 import bisect
+import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Collection, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +43,12 @@ from mirror.block.errors import BlockNotFoundError, InvalidNamespaceError
 from mirror.block.resolver import split_namespace
 from mirror.core.committed import METADATA_PREFIX, RangeInfo, decode_metarange, decode_range
 from mirror.core.model import AddressType
-from mirror.validator.caches import ObjectCache, RetainingRanges, ValidatedRanges
+from mirror.validator.caches import (
+    KVValidatedRanges,
+    ObjectCache,
+    RetainingRanges,
+    ValidatedRanges,
+)
 from mirror.validator.events import NullEvents, ValidationEvents
 from mirror.validator.readers import LIST_PAGE_SIZE, AsyncObjectReader, aclose_listing
 
@@ -381,6 +387,40 @@ class Validator:
                 [str(r.id) for r in base],
             )
         return report
+
+    async def keep_only(self, trees: Collection[str], *, idle_seconds: float = 3600.0) -> int:
+        """Stop retaining the ranges of heads no branch or tag of the mirror sits on any more.
+
+        Ends every chain of retained heads whose head is none of ``trees`` (the trees of the
+        mirror's branch heads and tags) and that has not moved for ``idle_seconds``, so that a
+        tree validated but not yet moved to is never taken for a deleted branch's. Costs one
+        read of each ended chain's kept trees (cached metaranges aside). Without retention,
+        does nothing.
+
+        Returns:
+            How many range IDs left the validated set.
+        """
+        validated = self._validated
+        if not isinstance(validated, KVValidatedRanges) or validated.retention is None:
+            return 0
+        retention = validated.retention
+        keep = set(trees)
+        cutoff = time.time() - idle_seconds
+        chains = await anyio.to_thread.run_sync(retention.chains)
+        limiter = anyio.Semaphore(self._concurrency)
+        dropped = 0
+        for chain in chains:
+            if chain.head in keep or chain.moved_at > cutoff:
+                continue
+            ids: set[str] = set()
+            for _, tree in chain.window:
+                ranges = await self._metarange(tree, limiter)
+                if ranges is None:
+                    break  # its ranges cannot be known: keep the chain
+                ids.update(str(r.id) for r in ranges)
+            else:
+                dropped += await anyio.to_thread.run_sync(retention.end, chain, ids)
+        return dropped
 
     async def _remember_validated(self, run: _Run, batch: int) -> None:
         """Write the range IDs found whole so far once ``batch`` of them are waiting.

@@ -222,6 +222,45 @@ def test_replicas_advancing_two_branches_at_once_on_sqlite_stay_bounded(tmp_path
     kv.close()
 
 
+def test_keep_only_ends_the_chains_of_deleted_branches() -> None:
+    rng = random.Random(17)
+    repo = Repo()
+    kv = MemoryKV()
+    validated = retaining(kv, 2)
+    validator = Validator(ThreadedObjectReader(repo.store), validated=validated)
+    retention = validated.retention
+    assert retention is not None
+    main = validate(validator, repo.rewrite("main", rng, 2)).metarange_id
+    repo.branch("dev", "main")
+    dev = main
+    for _ in range(4):
+        main = validate(validator, repo.rewrite("main", rng, 3), main).metarange_id
+        dev = validate(validator, repo.rewrite("dev", rng, 3), dev).metarange_id
+    validated.drain()
+    assert len(retention.chains()) == 2
+    # a chain that moved within idle_seconds is kept even if its branch is not listed
+    assert anyio.run(lambda: validator.keep_only([main])) == 0
+    assert len(retention.chains()) == 2
+    chains = {c.head: c for c in retention.chains()}
+    main_kept = set().union(*(repo.range_ids(m) for _, m in chains[main].window))
+    dev_kept = set().union(*(repo.range_ids(m) for _, m in chains[dev].window))
+    dev_only = dev_kept - main_kept
+    assert dev_only
+    # dev was deleted: its chain ends, its ranges leave, main's stay
+    dropped = anyio.run(lambda: validator.keep_only([main], idle_seconds=0))
+    assert [c.head for c in retention.chains()] == [main]
+    assert dropped == len(dev_only)
+    ids = assert_bounded(kv, repo, retention)
+    assert not dev_only & ids
+    assert not any(validated.contains(r) for r in dev_only)
+    dev_chain = chains[dev].id.encode()
+    assert not [k for k, _ in kv.scan(RETENTION) if dev_chain in k]
+    # the next advance of main still prunes as before
+    main = validate(validator, repo.rewrite("main", rng, 3), main).metarange_id
+    validated.drain()
+    assert_bounded(kv, repo, retention)
+
+
 class DropHook(MemoryKV):
     """A KV that runs ``hook`` once, right after a validated range ID is deleted."""
 
