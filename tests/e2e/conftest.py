@@ -7,6 +7,15 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.regions import TwoRegions, two_regions
+from tests.integration.dynalite import (  # noqa: F401  (fixtures of regions on DynamoDB)
+    dynalite,
+    dynalite_second_region,
+)
+from tests.integration.moto_fixtures import (  # noqa: F401  (fixtures of regions on S3)
+    moto_log_dir,
+    moto_region,
+    moto_second_region,
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

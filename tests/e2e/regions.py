@@ -2,8 +2,10 @@
 object-store replication between their namespaces, and a safety checker of mirror heads.
 
 Region ``a`` holds source repositories; region ``b`` holds mirrors. Each region is its own
-`lakemirror server` process with its own data directory (SQLite KV + ``local://`` namespaces);
-each replicant is its own `lakemirror replicant` process sharing region ``b``'s KV.
+`lakemirror server` process with its own data directory and backends: by default the embedded
+ones (SQLite KV + ``local://`` namespaces), or with :func:`aws_backend` a DynamoDB table on its own
+dynalite process and a bucket on its own moto server process. Each replicant is its own
+`lakemirror replicant` process sharing region ``b``'s KV and object store.
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ from typing import Any, TypeVar
 import httpx
 import lakefs
 import lakefs_sdk
+import pytest
 import yaml
 
 from mirror.block import BlockResolver
 from mirror.block.protocol import BlockStore
+from mirror.block.s3 import S3Settings, make_s3_client, s3_store_factory
 from mirror.simulate import ReplicationSimulator
+from tests.integration.dynalite import Dynalite
 from tests.integration.harness import (
     Server,
     free_port,
@@ -37,6 +42,13 @@ from tests.integration.harness import (
     stop_process,
     unique,
     wait_healthy,
+)
+from tests.integration.moto_fixtures import (
+    MotoServer,
+    aws_backend_env,
+    create_bucket,
+    s3_settings,
+    unique_name,
 )
 
 T = TypeVar("T")
@@ -135,6 +147,8 @@ class TwoRegions:
     replicator_key: tuple[str, str]
     tmp: Path
     simulators: list[ReplicationSimulator] = field(default_factory=list)
+    backend: str = "embedded"
+    """Name of region ``b``'s backend (:attr:`RegionBackend.name`)."""
 
     def replicant_config(
         self, replica_id: str, port: int, poll: float = 0.1, lease: float = 2.0
@@ -191,7 +205,8 @@ class TwoRegions:
 
     def simulator(self, source_ns: str, mirror_ns: str, **faults: Any) -> ReplicationSimulator:
         """Start replicating region ``a``'s ``source_ns`` into region ``b``'s ``mirror_ns``."""
-        faults.setdefault("poll_interval", 0.02)
+        # a moto server answers one request at a time: list its bucket less often
+        faults.setdefault("poll_interval", 0.02 if self.backend == "embedded" else 0.1)
         sim = ReplicationSimulator(self.a.store(source_ns), self.b.store(mirror_ns), **faults)
         sim.start()
         self.simulators.append(sim)
@@ -245,6 +260,40 @@ class RegionBackend:
     env: dict[str, str] = field(default_factory=dict)
     namespace_root: str = "local://"
     resolver: Callable[[Path], BlockResolver] = BlockResolver
+    name: str = "embedded"
+
+
+def s3_resolver(settings: S3Settings) -> Callable[[Path], BlockResolver]:
+    """Return a resolver factory serving ``s3://`` namespaces with ``settings`` (and local ones)."""
+
+    def make(data_dir: Path) -> BlockResolver:
+        resolver = BlockResolver(data_dir)
+        resolver.register("s3", s3_store_factory(settings))
+        return resolver
+
+    return make
+
+
+def aws_backend(dynamo: Dynalite, s3: MotoServer) -> RegionBackend:
+    """Return a region keeping its KV in a fresh table of ``dynamo`` and its objects in a fresh
+    bucket of ``s3``.
+
+    The region's server and its replicants run with the same variables, so they share the
+    table and the bucket; the test process reaches the bucket through the resolver.
+    """
+    settings = s3_settings(s3)
+    bucket = create_bucket(s3, make_s3_client(settings))
+    table = unique_name("region")
+    env = {
+        **{
+            key: value
+            for key, value in aws_backend_env(s3, table).items()
+            if key.startswith("LAKEMIRROR_BLOCKSTORE__")
+        },
+        **dynamo.env(table),
+    }
+    root = f"s3://{bucket}/"
+    return RegionBackend(env, root, s3_resolver(settings), name="dynamodb-s3")
 
 
 @contextmanager
@@ -292,13 +341,43 @@ def two_regions(
                     dict(backend.env),
                 )
             )
-        world = TwoRegions(regions[0], regions[1], _make_replicator(regions[1]), tmp)
+        world = TwoRegions(
+            regions[0], regions[1], _make_replicator(regions[1]), tmp, backend=backends["b"].name
+        )
         try:
             yield world
         finally:
             world.close()
             for r in regions:
                 r.http.close()
+
+
+BACKENDS = ["embedded", pytest.param("dynamodb-s3", marks=pytest.mark.s3)]
+"""Parameters of a ``world`` fixture running a module on both backends."""
+
+
+@contextmanager
+def backend_world(request: pytest.FixtureRequest, tmp: Path) -> Iterator[TwoRegions]:
+    """Start two regions on the backend ``request.param`` names (one of :data:`BACKENDS`).
+
+    ``dynamodb-s3`` gives each region its own dynalite process and its own moto server process
+    (the session fixtures ``dynalite``, ``dynalite_second_region``, ``moto_region`` and
+    ``moto_second_region``, which the calling module must see).
+    """
+    if request.param == "embedded":
+        with two_regions(tmp) as world:
+            yield world
+        return
+    assert request.param == "dynamodb-s3", request.param
+    backend_a = aws_backend(
+        request.getfixturevalue("dynalite"), request.getfixturevalue("moto_region")
+    )
+    backend_b = aws_backend(
+        request.getfixturevalue("dynalite_second_region"),
+        request.getfixturevalue("moto_second_region"),
+    )
+    with two_regions(tmp, backend_a, backend_b) as world:
+        yield world
 
 
 @dataclass

@@ -1,28 +1,29 @@
 """Transactional mirroring between two regions on S3: each region's objects on its own moto server.
 
 Region ``a`` keeps its objects in bucket A of moto server #1, region ``b`` (server and replicant)
-in bucket B of moto server #2; each region's KV is its SQLite file (DynamoDB is covered by the
-KV conformance suite). The replication simulator copies ``s3://A/<source>/...`` to
-``s3://B/<mirror>/...``, the replicant validates against bucket B. Moto answers one request at a
-time, so object counts stay modest and the simulator polls gently.
+in bucket B of moto server #2; each region's KV is its SQLite file (the scenarios of
+``test_mirroring.py`` and ``test_mirroring_faults.py`` run with DynamoDB + S3 as well; this one
+keeps the mixed combination, S3 with the embedded KV, and checks where the mirror's files land).
+The replication simulator copies ``s3://A/<source>/...`` to ``s3://B/<mirror>/...``, the
+replicant validates against bucket B. Moto answers one request at a time, so object counts stay
+modest and the simulator polls gently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import lakefs
 import pytest
 
-from mirror.block import BlockResolver
-from mirror.block.s3 import S3Settings, make_s3_client, s3_store_factory
+from mirror.block.s3 import make_s3_client
 from tests.e2e.regions import (
     RegionBackend,
     Replicant,
     SafetyChecker,
     TwoRegions,
+    s3_resolver,
     two_regions,
     unique,
     wait_for,
@@ -43,17 +44,6 @@ pytestmark = [pytest.mark.s3, pytest.mark.slow]
 OBJECTS = 50
 SIMULATOR_POLL = 0.1
 """Seconds between the simulator's listings of bucket A (each one waits its turn at moto)."""
-
-
-def s3_resolver(settings: S3Settings) -> Callable[[Path], BlockResolver]:
-    """Return a resolver factory serving ``s3://`` namespaces with ``settings`` (and local ones)."""
-
-    def make(data_dir: Path) -> BlockResolver:
-        resolver = BlockResolver(data_dir)
-        resolver.register("s3", s3_store_factory(settings))
-        return resolver
-
-    return make
 
 
 def s3_region(server: MotoServer) -> RegionBackend:

@@ -110,3 +110,10 @@ def dynalite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dynalite]:
     """Return a dynalite server shared by the session (give each test a table of its own)."""
     with running_dynalite(tmp_path_factory.mktemp("dynalite")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def dynalite_second_region(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dynalite]:
+    """Return a second, independent dynalite server (``eu-west-1``), shared by the session."""
+    with running_dynalite(tmp_path_factory.mktemp("dynalite-b"), region="eu-west-1") as server:
+        yield server
