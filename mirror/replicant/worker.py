@@ -5,8 +5,8 @@ loop per mirrored branch (DESIGN.md §6):
 
 1. read the source head H; if the mirror branch is at H, wait for the next poll;
 2. copy every commit record reachable from H that the mirror lacks, parents first;
-3. validate H alone — skipping every commit in between — and, once started, keep validating H
-   until all its files have arrived (so the head always advances);
+3. validate H, not every commit in between, and, once started, keep validating H until all
+   its files have arrived (so the head always advances);
 4. while H still waits for files, check a few commits between the mirror head and H on H's
    first-parent chain (newest first) and move the mirror branch to the newest one found whole,
    so that a commit whose files are all there is not held back by its successor's;
