@@ -131,6 +131,15 @@ def test_kill_during_validation_resumes_without_advancing_or_rereading(
     withheld_key = "/".join(held)
     sim.withhold(lambda key: key == withheld_key)
     sim.resume()
+    source, mirror = world.a.store(ns), world.b.store(namespace)
+
+    def only_the_held_one_missing() -> bool:
+        missing = {o.key for o in source.list()} - {o.key for o in mirror.list()}
+        return missing == {withheld_key}
+
+    # every other file must have arrived first (on S3 the copies take a while), so that the one
+    # missing file the first replica waits on is the held object, not a range still on its way
+    wait_for(only_the_held_one_missing, 120, "every file but the held one", interval=0.5)
 
     def waiting_on_one(replicant: Replicant) -> bool:
         status = world.mirror_status(replicant, repo.id, name)["status"]
