@@ -25,7 +25,6 @@ repository is followed from the commits it has: only the records it lacks are co
 from __future__ import annotations
 
 import asyncio
-import heapq
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from mirror.errors import LakeMirrorError, NotFoundError, PreconditionFailedError
 from mirror.logging import get_logger
 from mirror.replicant.client import LakeFSClient, RemoteCommit
+from mirror.replicant.history import Ancestry, intermediate_probes, parents_first
 from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.state import BranchState, BranchStatus, MirrorConfig, ReplicantStore
 from mirror.validator import ValidationReport, Validator
@@ -77,6 +77,10 @@ class WorkerSettings:
     """How often a worker looks, and how far it walks back."""
 
     poll_interval: float = 1.0
+    release_interval: float = 300.0
+    """Seconds between looks for deleted branches' and tags' retained validated ranges."""
+    release_idle: float = 3600.0
+    """How long a retained head must not have moved before it counts as deleted."""
 
 
 class MirrorWorker:
@@ -123,6 +127,7 @@ class MirrorWorker:
         self._branch_tasks: dict[str, asyncio.Task[None]] = {}
         self._pending_tags: dict[str, str] = {}
         self._first_sync = first_sync
+        self._next_release = 0.0
 
     # the loops
 
@@ -163,6 +168,25 @@ class MirrorWorker:
         await self._delete_vanished_branches(set(heads), mirror_heads)
         if self.config.tags:
             await self._mirror_tags()
+        await self._release_dropped_heads()
+
+    async def _release_dropped_heads(self) -> None:
+        """Now and then, stop retaining the validated ranges of deleted branches and tags."""
+        now = self._clock()
+        if now < self._next_release:
+            return
+        self._next_release = now + self.settings.release_interval
+        try:
+            heads = await self.dest.list_branches(self.config.name)
+            tags = await self.dest.list_tags(self.config.name)
+            commits = sorted(set(heads.values()) | set(tags.values()))
+            trees = [await self._tree_on_mirror(c) for c in commits if c]
+            dropped = await self.validator.keep_only(trees, idle_seconds=self.settings.release_idle)
+        except LakeMirrorError as exc:
+            self._log.warning("releasing the ranges of deleted heads failed", error=str(exc))
+            return
+        if dropped:
+            self._log.info("ranges of deleted heads released", ranges=dropped)
 
     async def _delete_vanished_branches(
         self, source_branches: set[str], mirror_heads: dict[str, str]
@@ -408,6 +432,13 @@ class MirrorWorker:
     def _source_name(self) -> str:
         return f"{self.config.source_region}/{self.config.source_repo}"
 
+    async def _tree_on_mirror(self, commit_id: str) -> str:
+        # a preserved head exists on the mirror only: read the mirror, not the source
+        known = self._commits.get(commit_id)
+        if known is not None:
+            return known.meta_range_id
+        return (await self.dest.get_commit(self.config.name, commit_id)).meta_range_id
+
     async def _commit(self, commit_id: str) -> RemoteCommit:
         found = self._commits.get(commit_id)
         if found is not None:
@@ -457,7 +488,7 @@ class MirrorWorker:
         """
         ids: list[str] = []
         oldest: int | None = None
-        ancestry = await _Ancestry.of(self.dest, self.config.name, current)
+        ancestry = await Ancestry.of(self.dest, self.config.name, current)
         cid: str | None = head
         while cid is not None and cid != current and len(ids) < _LAG_WALK_LIMIT:
             commit = await self._commit(cid)
@@ -530,79 +561,3 @@ class MirrorWorker:
     def pending_tags(self) -> dict[str, str]:
         """Return tags waiting for their commit's files, with their commits."""
         return dict(self._pending_tags)
-
-
-class _Ancestry:
-    """The ancestors of a mirror head, read from the mirror newest generation first, lazily.
-
-    A commit's generation exceeds its parents', so whether a commit of generation ``g`` is an
-    ancestor is decided once every ancestor of generation ``g`` or more has been read.
-    """
-
-    def __init__(self, dest: LakeFSClient, repo: str) -> None:
-        self._dest = dest
-        self._repo = repo
-        self._seen: set[str] = set()
-        self._frontier: list[tuple[int, str]] = []
-
-    @classmethod
-    async def of(cls, dest: LakeFSClient, repo: str, head: str | None) -> _Ancestry:
-        ancestry = cls(dest, repo)
-        if head is not None:
-            try:
-                commit = await dest.get_commit(repo, head)
-            except NotFoundError:
-                return ancestry
-            if commit.generation > 0:
-                heapq.heappush(ancestry._frontier, (-commit.generation, head))
-        return ancestry
-
-    async def reaches(self, commit: RemoteCommit) -> bool:
-        """Return whether ``commit`` is the head or one of its ancestors."""
-        while self._frontier and -self._frontier[0][0] >= commit.generation:
-            _, cid = heapq.heappop(self._frontier)
-            if cid in self._seen:
-                continue
-            self._seen.add(cid)
-            for parent in (await self._dest.get_commit(self._repo, cid)).parents:
-                if parent not in self._seen:
-                    generation = (await self._dest.get_commit(self._repo, parent)).generation
-                    heapq.heappush(self._frontier, (-generation, parent))
-        return commit.id in self._seen
-
-
-def intermediate_probes(count: int) -> list[int]:
-    """Pick which of ``count`` commits between a mirror head and the source head to check.
-
-    Positions count back from the source head's parent (0) to the commit just after the mirror
-    head (``count - 1``). The picks, newest first, are at distances 1, 2, 4, 8... from the
-    head, then the oldest: at most about ``log2(count) + 2`` validations a round, the near end
-    (the likeliest to be whole) always among them.
-    """
-    picks: list[int] = []
-    step = 1
-    while step - 1 < count:
-        picks.append(step - 1)
-        step *= 2
-    if count and picks[-1] != count - 1:
-        picks.append(count - 1)
-    return picks
-
-
-def parents_first(commits: dict[str, RemoteCommit]) -> list[RemoteCommit]:
-    """Order ``commits`` so every commit comes after those of its parents in the set."""
-    ordered: list[RemoteCommit] = []
-    done: set[str] = set()
-    for start in sorted(commits):
-        stack: list[tuple[str, bool]] = [(start, False)]
-        while stack:
-            cid, expanded = stack.pop()
-            if cid in done or cid not in commits:
-                continue
-            if expanded:
-                done.add(cid)
-                ordered.append(commits[cid])
-                continue
-            stack.append((cid, True))
-            stack.extend((p, False) for p in commits[cid].parents if p not in done)
-    return ordered

@@ -36,7 +36,12 @@ from mirror.replicant.service import (
 )
 from mirror.replicant.state import MirrorConfig, MirrorExistsError, ReplicantStore
 from mirror.replicant.worker import MirrorWorker, WorkerSettings, parents_first
-from mirror.validator import MemoryValidatedRanges, ThreadedObjectReader, Validator
+from mirror.validator import (
+    KVValidatedRanges,
+    MemoryValidatedRanges,
+    ThreadedObjectReader,
+    Validator,
+)
 from tests.inprocess import ADMIN, REPLICATOR, app_client, region_app
 
 
@@ -209,6 +214,57 @@ async def test_tags_and_deleted_branches_follow_the_source(pair: Pair) -> None:
     for task in pair.worker._branch_tasks.values():
         task.cancel()
     await asyncio.gather(*pair.worker._branch_tasks.values(), return_exceptions=True)
+
+
+@pytest.mark.anyio
+async def test_a_deleted_branch_releases_its_retained_ranges(pair: Pair) -> None:
+    validated = KVValidatedRanges(
+        MemoryKV(), b"ranges/", retention_prefix=b"retention/", heads_kept=2
+    )
+    retention = validated.retention
+    assert retention is not None
+    validator = Validator(ThreadedObjectReader(pair.dst_store), validated=validated)
+    worker = MirrorWorker(
+        pair.config,
+        pair.worker.source,
+        pair.worker.dest,
+        validator,
+        ReplicantStore(MemoryKV()),
+        pair.metrics,
+        WorkerSettings(poll_interval=0.01, release_interval=0.0, release_idle=0.0),
+    )
+    _commit(pair.a, {"a": b"a"}, "a")
+    pair.a.catalog.create_branch("origin", "dev", "main")
+    pair.a.catalog.upload_object("origin", "dev", "d", b"only on dev")
+    dev_head = str(pair.a.catalog.commit("origin", "dev", "d").commit.id)
+    _copy_all(pair.src_store, pair.dst_store)
+    await worker.poll_once()
+
+    def mirrored() -> bool:
+        return pair.a.catalog.get_branch("origin", "dev").commit_id == (
+            pair.b.catalog.get_branch("origin-mirror", "dev").commit_id
+            if pair.b.catalog.branch_exists("origin-mirror", "dev")
+            else None
+        ) and pair.b.catalog.branch_exists("origin-mirror", "main")
+
+    await _until(mirrored, "main and dev on the mirror")
+    validated.drain()
+    dev_tree = str(pair.b.catalog.get_commit("origin-mirror", dev_head).metarange_id)
+    assert dev_tree in {c.head for c in retention.chains()}
+    pair.a.catalog.delete_branch("origin", "dev")
+    await worker.poll_once()  # deletes dev on the mirror
+    await worker.poll_once()  # no branch or tag sits on dev's tree any more: released
+    assert not pair.b.catalog.branch_exists("origin-mirror", "dev")
+    main_tree = str(
+        pair.b.catalog.get_commit(
+            "origin-mirror", pair.b.catalog.get_branch("origin-mirror", "main").commit_id
+        ).metarange_id
+    )
+    assert [c.head for c in retention.chains()] == [main_tree]
+    for task in worker._branch_tasks.values():
+        task.cancel()
+    await asyncio.gather(*worker._branch_tasks.values(), return_exceptions=True)
+    validated.close()
 
 
 @pytest.mark.anyio

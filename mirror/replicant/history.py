@@ -1,0 +1,87 @@
+"""Walks over commit history: a mirror head's ancestry, probe positions, parents-first order."""
+
+from __future__ import annotations
+
+import heapq
+
+from mirror.errors import NotFoundError
+from mirror.replicant.client import LakeFSClient, RemoteCommit
+
+__all__ = ["Ancestry", "intermediate_probes", "parents_first"]
+
+
+class Ancestry:
+    """The ancestors of a mirror head, read from the mirror newest generation first, lazily.
+
+    A commit's generation exceeds its parents', so whether a commit of generation ``g`` is an
+    ancestor is decided once every ancestor of generation ``g`` or more has been read.
+    """
+
+    def __init__(self, dest: LakeFSClient, repo: str) -> None:
+        self._dest = dest
+        self._repo = repo
+        self._seen: set[str] = set()
+        self._frontier: list[tuple[int, str]] = []
+
+    @classmethod
+    async def of(cls, dest: LakeFSClient, repo: str, head: str | None) -> Ancestry:
+        """Return the ancestry of ``head`` on ``repo`` (empty for ``None`` or an unknown head)."""
+        ancestry = cls(dest, repo)
+        if head is not None:
+            try:
+                commit = await dest.get_commit(repo, head)
+            except NotFoundError:
+                return ancestry
+            if commit.generation > 0:
+                heapq.heappush(ancestry._frontier, (-commit.generation, head))
+        return ancestry
+
+    async def reaches(self, commit: RemoteCommit) -> bool:
+        """Return whether ``commit`` is the head or one of its ancestors."""
+        while self._frontier and -self._frontier[0][0] >= commit.generation:
+            _, cid = heapq.heappop(self._frontier)
+            if cid in self._seen:
+                continue
+            self._seen.add(cid)
+            for parent in (await self._dest.get_commit(self._repo, cid)).parents:
+                if parent not in self._seen:
+                    generation = (await self._dest.get_commit(self._repo, parent)).generation
+                    heapq.heappush(self._frontier, (-generation, parent))
+        return commit.id in self._seen
+
+
+def intermediate_probes(count: int) -> list[int]:
+    """Pick which of ``count`` commits between a mirror head and the source head to check.
+
+    Positions count back from the source head's parent (0) to the commit just after the mirror
+    head (``count - 1``). The picks, newest first, are at distances 1, 2, 4, 8... from the
+    head, then the oldest: at most about ``log2(count) + 2`` validations a round, the near end
+    (the likeliest to be whole) always among them.
+    """
+    picks: list[int] = []
+    step = 1
+    while step - 1 < count:
+        picks.append(step - 1)
+        step *= 2
+    if count and picks[-1] != count - 1:
+        picks.append(count - 1)
+    return picks
+
+
+def parents_first(commits: dict[str, RemoteCommit]) -> list[RemoteCommit]:
+    """Order ``commits`` so every commit comes after those of its parents in the set."""
+    ordered: list[RemoteCommit] = []
+    done: set[str] = set()
+    for start in sorted(commits):
+        stack: list[tuple[str, bool]] = [(start, False)]
+        while stack:
+            cid, expanded = stack.pop()
+            if cid in done or cid not in commits:
+                continue
+            if expanded:
+                done.add(cid)
+                ordered.append(commits[cid])
+                continue
+            stack.append((cid, True))
+            stack.extend((p, False) for p in commits[cid].parents if p not in done)
+    return ordered
