@@ -249,6 +249,9 @@ class MirrorWorker:
         status.source_head = head
         status.mirror_head = current
         if seen:
+            if current != head:
+                # a lower bound until the commits ahead are counted below, never "0 behind"
+                status.lag_commits = max(status.lag_commits, 1)
             # what a forced promotion reports as possibly missing: kept before any copying
             self.store.put_status(name, status)
         if current == head:

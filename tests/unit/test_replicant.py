@@ -268,6 +268,28 @@ async def test_a_deleted_branch_releases_its_retained_ranges(pair: Pair) -> None
 
 
 @pytest.mark.anyio
+async def test_a_newly_seen_source_head_is_never_stored_as_zero_commits_behind(
+    pair: Pair,
+) -> None:
+    c1 = _commit(pair.a, {"a": b"a"}, "a")
+    _copy_all(pair.src_store, pair.dst_store)
+    assert await pair.worker.sync_branch("main")
+    c2 = _commit(pair.a, {"b": b"b"}, "b")
+    stored: list[tuple[str | None, str | None, int]] = []
+
+    async def stop_before_copying(head: str) -> int:
+        # what a forced promotion would read if it came now
+        for s in pair.worker.store.list_status(pair.config.name):
+            stored.append((s.mirror_head, s.source_head, s.lag_commits))
+        raise NotFoundError("stopped before copying")
+
+    pair.worker._import_chain = stop_before_copying  # type: ignore[method-assign]
+    with pytest.raises(NotFoundError):
+        await pair.worker.sync_branch("main")
+    assert stored == [(c1, c2, 1)]
+
+
+@pytest.mark.anyio
 async def test_a_tag_waits_for_its_files(pair: Pair) -> None:
     c1 = _commit(pair.a, {"a": b"a"}, "a")
     pair.a.catalog.create_tag("origin", "v1", c1)
