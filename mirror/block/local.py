@@ -8,17 +8,28 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from mirror.block.errors import BlockNotFoundError, InvalidNamespaceError, InvalidRangeError
 from mirror.block.protocol import ObjectInfo
 
-__all__ = ["LocalBlockStore"]
+__all__ = ["ListedObject", "LocalBlockStore"]
 
 _TMP = ".lakemirror-tmp"
 _CHUNK = 1 << 20
 _ETAG_XATTR = "user.lakemirror.etag"
+
+
+@dataclass(frozen=True, slots=True)
+class ListedObject:
+    """An object as :meth:`LocalBlockStore.list_detailed` lists it."""
+
+    key: str
+    size: int
+    etag: str
+    mtime: int
 
 
 def _check_key(key: str) -> None:
@@ -189,6 +200,33 @@ class LocalBlockStore:
                 except FileNotFoundError:
                     continue
                 yield ObjectInfo(full, size, "")
+
+    def list_detailed(self, prefix: str = "") -> Iterator[ListedObject]:
+        """Yield objects under ``prefix`` in key order with their MD5 etags and mtimes.
+
+        Only one directory's entries are held at a time (each is sorted on its own), so a
+        tree of any size lists in bounded memory. Files written by this store carry their
+        etag; others are read once to compute it.
+        """
+        for info in self._walk(self._root, "", prefix, ""):
+            path = self._root / info.key
+            try:
+                mtime = int(path.stat().st_mtime)
+                etag = self._etag(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # removed while listed
+            yield ListedObject(info.key, info.size, etag, mtime)
+
+    @staticmethod
+    def _etag(path: Path) -> str:
+        try:
+            return os.getxattr(path, _ETAG_XATTR).decode()
+        except OSError:
+            md5 = hashlib.md5()
+            with open(path, "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    md5.update(chunk)
+            return md5.hexdigest()
 
     def delete(self, key: str) -> None:
         """Remove the object at ``key`` if present."""

@@ -1,0 +1,412 @@
+"""Importing objects that already lie in storage: one commit replacing destination prefixes.
+
+An import lists each source (an object, or every object under a prefix) with the block store of
+the repository's own scheme, maps every key onto its destination path, and commits directly on
+the branch: everything under each destination prefix is replaced by what the sources hold
+there, so keys no source lists any more disappear. It is a plain string-prefix match, as in
+lakeFS: importing into ``a/f1`` also drops ``a/f10``.
+
+The whole import is streamed. Each source listing is sorted (stores list in key order, sorted
+per directory at most), mapped keys keep that order, the sources are merged as sorted
+iterators, and the merged stream plus the deletions under destination prefixes become one
+sorted change stream that :func:`~mirror.core.committed.apply_changes` writes range by range.
+Memory therefore holds about one range of records and one listing page or directory per
+source, never the whole listing; and the ranges written are exactly those the core writes for
+the same records.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from mirror.block.protocol import BlockStore, ObjectInfo
+from mirror.block.resolver import split_namespace
+from mirror.core.commits import new_commit
+from mirror.core.committed import WriteStats, apply_changes
+from mirror.core.errors import (
+    DirtyBranchError,
+    LakeFSText,
+    RefPreconditionFailedError,
+    RepositoryReadOnlyError,
+)
+from mirror.core.ids import BranchID
+from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Branch, Commit, Entry, Repository
+from mirror.core.threeway import MERGE_STRATEGY_KEY
+from mirror.core.validate import validate_branch_id, validate_metadata, validate_path
+from mirror.errors import InvalidValueError, LakeMirrorError, PermissionDeniedError
+
+if TYPE_CHECKING:
+    from mirror.core.catalog import Catalog
+
+__all__ = [
+    "DEFAULT_IMPORT_MESSAGE",
+    "IMPORT_STRATEGY",
+    "ImportCanceledError",
+    "ImportNotSupportedError",
+    "ImportResult",
+    "ImportSource",
+    "InvalidImportSourceError",
+    "InvalidImportTypeError",
+    "SourceObject",
+    "import_changes",
+    "import_objects",
+    "list_source",
+    "validate_sources",
+]
+
+DEFAULT_IMPORT_MESSAGE = "Import objects"
+"""The commit message of an import that gives none (lakeFS's)."""
+IMPORT_STRATEGY = "source-wins"
+"""The ``.lakefs.merge.strategy`` an import commit records (lakeFS's)."""
+
+SourceType = Literal["common_prefix", "object"]
+Change = tuple[str, Entry | None]
+
+
+class InvalidImportSourceError(LakeFSText, InvalidValueError):
+    """A source lies inside the repository's own namespace (or holds it), or is unusable.
+
+    lakeFS puts its text last here: ``import path (…) in repository namespace (…) is
+    prohibited: invalid import source``.
+    """
+
+    lakefs_text = "invalid import source"
+
+    def __init__(self, detail: str) -> None:
+        LakeMirrorError.__init__(self, f"{detail}: {self.lakefs_text}")
+
+
+class InvalidImportTypeError(LakeFSText, InvalidValueError):
+    """A source type other than ``common_prefix`` or ``object``."""
+
+    lakefs_text = "invalid import type"
+
+
+class ImportNotSupportedError(LakeFSText, PermissionDeniedError):
+    """The repository's storage cannot be imported from (an in-memory namespace)."""
+
+    lakefs_text = "import is not supported for this storage"
+
+
+class ImportCanceledError(LakeFSText):
+    """The import was canceled while it ran (lakeFS reports ``import error: Canceled``)."""
+
+    lakefs_text = "Canceled"
+
+
+@dataclass(frozen=True, slots=True)
+class ImportSource:
+    """One thing to import.
+
+    Attributes:
+        type: ``common_prefix`` (every object under ``path``) or ``object`` (exactly ``path``).
+        path: The source URI (``s3://bucket/prefix/``, ``local://dir/``...).
+        destination: The path in the branch the objects land under (or at, for an object).
+    """
+
+    type: str
+    path: str
+    destination: str
+
+
+@dataclass(frozen=True, slots=True)
+class SourceObject:
+    """One listed object of a source: its key in its store, size, checksum and mtime."""
+
+    key: str
+    size: int
+    etag: str
+    mtime: int
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """A finished import: its commit, how many objects it ingested and what writing cost."""
+
+    commit: Commit
+    ingested: int
+    stats: WriteStats
+
+
+class ImportProgress(Protocol):
+    """Told of every ingested object; may raise :class:`ImportCanceledError` to stop."""
+
+    def __call__(self, ingested: int) -> None:
+        """Note that ``ingested`` objects were read so far."""
+
+
+class _Listed(Protocol):
+    """An object as a store that lists details yields it (``list_detailed``)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def etag(self) -> str: ...
+    @property
+    def mtime(self) -> int: ...
+
+
+def _split(uri: str) -> tuple[str, str, str]:
+    """Return ``(scheme, store namespace, key)`` of a URI, splitting as full addresses are read.
+
+    The store is the URI's first path component (a bucket, or a top directory), as
+    :func:`~mirror.core.objects.open_entry` opens it when the imported entries are read.
+    """
+    scheme, rest = split_namespace(uri)
+    lead = "/" if uri.split("://", 1)[1].startswith("/") else ""
+    root, _, key = rest.lstrip("/").partition("/")
+    if uri.endswith("/") and key:
+        key += "/"
+    return scheme, f"{scheme}://{lead}{root}", key
+
+
+def _normalised(uri: str) -> str:
+    scheme, rest = split_namespace(uri)
+    return f"{scheme}://{rest}/"
+
+
+def validate_sources(repo: Repository, sources: Sequence[ImportSource]) -> None:
+    """Check the import's sources against the repository before anything runs.
+
+    Raises:
+        InvalidImportTypeError: a type other than ``common_prefix`` or ``object``.
+        ImportNotSupportedError: the namespace's scheme cannot be imported from.
+        InvalidImportSourceError: a source inside the namespace, holding it, of another
+            scheme, or malformed.
+        InvalidPathError: a bad destination.
+    """
+    if not sources:
+        raise InvalidValueError("paths: at least one import path is required")
+    ns_scheme, _ = split_namespace(repo.storage_namespace)
+    if ns_scheme == "mem":
+        raise ImportNotSupportedError(f"namespace {repo.storage_namespace}")
+    namespace = _normalised(repo.storage_namespace)
+    for source in sources:
+        if source.type not in ("common_prefix", "object"):
+            raise InvalidImportTypeError(source.type)
+        try:
+            scheme, _, key = _split(source.path)
+        except LakeMirrorError as exc:
+            raise InvalidImportSourceError(f"import path ({source.path}) is malformed") from exc
+        if scheme != ns_scheme:
+            raise InvalidImportSourceError(
+                f"import path ({source.path}) has scheme {scheme!r}, the repository namespace "
+                f"({repo.storage_namespace}) {ns_scheme!r}"
+            )
+        target = _normalised(source.path)
+        if target.startswith(namespace) or namespace.startswith(target):
+            raise InvalidImportSourceError(
+                f"import path ({source.path}) in repository namespace "
+                f"({repo.storage_namespace}) is prohibited"
+            )
+        if source.type == "object" and (not key or key.endswith("/")):
+            raise InvalidImportSourceError(f"import path ({source.path}) names no object")
+        if source.type == "object" or source.destination:
+            validate_path(source.destination)
+
+
+def list_source(store: BlockStore, prefix: str, now: int) -> Iterator[SourceObject]:
+    """Yield the objects of ``store`` under ``prefix`` in key order, with checksums and mtimes.
+
+    Stores that list details (a ``list_detailed`` method) give their modification times; for
+    others the listing's etag is kept and the mtime is the import's time.
+    """
+    detailed: Callable[[str], Iterator[_Listed]] | None = getattr(store, "list_detailed", None)
+    if detailed is not None:
+        for obj in detailed(prefix):
+            yield SourceObject(obj.key, obj.size, obj.etag, obj.mtime)
+        return
+    info: ObjectInfo
+    for info in store.list(prefix):
+        etag = info.etag or store.head(info.key).etag
+        yield SourceObject(info.key, info.size, etag, now)
+
+
+def _mapped(
+    source: ImportSource, open_store: Callable[[str], BlockStore], now: int
+) -> Iterator[tuple[str, Entry]]:
+    """Yield ``(destination path, entry)`` of one source, in path order."""
+    _, namespace, key = _split(source.path)
+    store = open_store(namespace)
+    base = namespace.rstrip("/") + "/"
+    if source.type == "object":
+        info = store.head(key)
+        yield source.destination, _entry(base, SourceObject(key, info.size, info.etag, now))
+        return
+    previous = ""
+    for obj in list_source(store, key, now):
+        if obj.key <= previous:
+            raise InvalidImportSourceError(
+                f"import path ({source.path}) listed {obj.key!r} after {previous!r}: the "
+                "store's listing is not in key order"
+            )
+        previous = obj.key
+        yield source.destination + obj.key[len(key) :], _entry(base, obj)
+
+
+def _entry(base: str, obj: SourceObject) -> Entry:
+    return Entry(
+        address=base + obj.key,
+        size=obj.size,
+        checksum=obj.etag,
+        mtime=obj.mtime,
+        content_type=DEFAULT_CONTENT_TYPE,
+        address_type=AddressType.FULL,
+    )
+
+
+def _prefixes(sources: Sequence[ImportSource]) -> list[str]:
+    """Return the destination prefixes to replace, sorted, none inside another."""
+    out: list[str] = []
+    for p in sorted({s.destination for s in sources}):
+        if out and p.startswith(out[-1]):
+            continue
+        out.append(p)
+    return out
+
+
+def _dedup_last(merged: Iterable[tuple[str, int, Entry]]) -> Iterator[tuple[str, Entry]]:
+    """Keep one record per path: the one of the latest source listing it."""
+    pending: tuple[str, int, Entry] | None = None
+    for item in merged:
+        if pending is not None and pending[0] != item[0]:
+            yield pending[0], pending[2]
+        pending = item
+    if pending is not None:
+        yield pending[0], pending[2]
+
+
+def import_changes(
+    sources: Sequence[ImportSource],
+    open_store: Callable[[str], BlockStore],
+    base: Callable[[str], Iterator[tuple[str, Entry]]],
+    now: int,
+    progress: ImportProgress | None = None,
+) -> Iterator[Change]:
+    """Yield the sorted changes an import makes to a tree.
+
+    Args:
+        sources: What to import.
+        open_store: Opens the store of a namespace URI.
+        base: Iterates the base tree's records from a key on.
+        now: The mtime of objects whose store lists none.
+        progress: Told the running count of ingested objects.
+    """
+    streams = [
+        ((path, i, entry) for path, entry in _mapped(s, open_store, now))
+        for i, s in enumerate(sources)
+    ]
+    imported = _dedup_last(heapq.merge(*streams, key=lambda t: (t[0], t[1])))
+
+    def removed() -> Iterator[str]:
+        for prefix in _prefixes(sources):
+            for key, _ in base(prefix):
+                if not key.startswith(prefix):
+                    break
+                yield key
+
+    gone = removed()
+    next_gone = next(gone, None)
+    count = 0
+    for path, entry in imported:
+        while next_gone is not None and next_gone < path:
+            yield next_gone, None
+            next_gone = next(gone, None)
+        if next_gone == path:
+            next_gone = next(gone, None)
+        yield path, entry
+        count += 1
+        if progress is not None:
+            progress(count)
+    while next_gone is not None:
+        yield next_gone, None
+        next_gone = next(gone, None)
+
+
+def import_objects(
+    catalog: Catalog,
+    repository: str,
+    branch: str,
+    sources: Sequence[ImportSource],
+    *,
+    committer: str,
+    message: str,
+    metadata: Mapping[str, str] | None,
+    progress: ImportProgress | None = None,
+    clock: Callable[[], float] = time.time,
+) -> ImportResult:
+    """Import ``sources`` into ``branch`` as one commit on its head.
+
+    Raises:
+        RepositoryReadOnlyError: the repository is a mirror.
+        BranchNotFoundError: no such branch.
+        DirtyBranchError: the branch has uncommitted changes.
+        InvalidImportSourceError: a source is prohibited or unusable.
+        RefPreconditionFailedError: the branch moved while the import ran, every time.
+    """
+    repo = catalog.get_repository(repository)
+    if repo.read_only:
+        raise RepositoryReadOnlyError(repo.id)
+    branch_id = validate_branch_id(branch)
+    meta = dict(validate_metadata(metadata))
+    meta[MERGE_STRATEGY_KEY] = IMPORT_STRATEGY
+    validate_sources(repo, sources)
+    store = catalog.committed(repo)
+    last: RefPreconditionFailedError | None = None
+    for _ in range(3):
+        current, raw = catalog.refs.get_branch_raw(repo, branch_id)
+        _require_clean(catalog, current, branch_id)
+        parent = catalog.refs.get_commit(repo, current.commit_id)
+        counter = _Counter(progress)
+        changes = import_changes(
+            sources,
+            catalog.blocks.open,
+            functools.partial(store.iterate, parent.metarange_id),
+            int(clock()),
+            counter,
+        )
+        mid, stats = apply_changes(store, catalog.chunking, parent.metarange_id, changes)
+        commit = new_commit(
+            committer,
+            message or DEFAULT_IMPORT_MESSAGE,
+            mid,
+            int(clock()),
+            meta,
+            (parent.id,),
+            parent.generation + 1,
+        )
+        catalog.refs.add_commit(repo, commit)
+        moved = Branch(branch_id, commit.id, current.staging_token, current.sealed_tokens)
+        try:
+            catalog.refs.set_branch_if(repo, moved, raw)
+        except RefPreconditionFailedError as exc:
+            last = exc  # the branch moved meanwhile: import again onto its new head
+            continue
+        return ImportResult(commit, counter.count, stats)
+    assert last is not None
+    raise last
+
+
+class _Counter:
+    """Keep the last count of ingested objects and pass it on."""
+
+    def __init__(self, progress: ImportProgress | None) -> None:
+        self.count = 0
+        self._progress = progress
+
+    def __call__(self, ingested: int) -> None:
+        self.count = ingested
+        if self._progress is not None:
+            self._progress(ingested)
+
+
+def _require_clean(catalog: Catalog, branch: Branch, branch_id: BranchID) -> None:
+    if branch.sealed_tokens or not catalog.staging.is_empty(branch.staging_token):
+        raise DirtyBranchError(f"import into branch {branch_id!r}")
