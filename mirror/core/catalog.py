@@ -30,6 +30,7 @@ from mirror.core.commits import CommitResult
 from mirror.core.committed import ChunkingParams, CommittedStore
 from mirror.core.context import CatalogContext
 from mirror.core.errors import BranchNotFoundError
+from mirror.core.hooks import Hooks, NoHooks
 from mirror.core.ids import CommitID, TagID
 from mirror.core.listing import ListResult
 from mirror.core.merge import MergeStrategy
@@ -66,6 +67,7 @@ class Catalog:
         backoff: Initial and maximal back-off between attempts, in seconds.
         range_cache_size: Decoded ranges kept per namespace.
         namespace_cache_size: Namespaces whose range caches are kept (least recently used go).
+        hooks: Runs the hooks of the actions each write's events match (none by default).
     """
 
     def __init__(
@@ -79,7 +81,9 @@ class Catalog:
         backoff: tuple[float, float] = (0.005, 0.5),
         range_cache_size: int = 256,
         namespace_cache_size: int = 64,
+        hooks: Hooks | None = None,
     ) -> None:
+        self._hooks: Hooks = hooks or NoHooks()
         self._ctx = CatalogContext(
             kv,
             blocks,
@@ -128,6 +132,15 @@ class Catalog:
     @chunking.setter
     def chunking(self, value: ChunkingParams) -> None:
         self._ctx.chunking = value
+
+    @property
+    def hooks(self) -> Hooks:
+        """Runs the hooks of lakeFS actions around writes (settable; :class:`NoHooks` = none)."""
+        return self._hooks
+
+    @hooks.setter
+    def hooks(self, value: Hooks) -> None:
+        self._hooks = value
 
     def committed(self, repo: Repository) -> CommittedStore:
         """Return the committed-data store of ``repo``'s storage namespace."""
