@@ -27,6 +27,7 @@ from mirror.api.routers import (
     mirrors,
     objects,
     protection,
+    pulls,
     refs,
     repositories,
     staging,
@@ -159,6 +160,7 @@ def create_app(
         async_ops_routes,
         gc,
         protection,
+        pulls,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)

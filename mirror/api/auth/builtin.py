@@ -48,7 +48,9 @@ BUILTIN_POLICIES: dict[str, tuple[Statement, ...]] = {
     "FSReadAll": (Statement(Effect.ALLOW, ("fs:List*", "fs:Read*"), "*"),),
     "AuthFullAccess": (Statement(Effect.ALLOW, ("auth:*",), "*"),),
     "RepoManagementFullAccess": (
-        Statement(Effect.ALLOW, ("ci:*", "retention:*", "branches:*", "fs:ReadConfig"), "*"),
+        Statement(
+            Effect.ALLOW, ("ci:*", "retention:*", "branches:*", "pr:*", "fs:ReadConfig"), "*"
+        ),
     ),
     "AuthManageOwnCredentials": (
         Statement(
