@@ -228,6 +228,8 @@ class AuthSettings(_Section):
     admin_secret_access_key: SecretStr | None = None
     encrypt_secret_key: SecretStr | None = None
     """Encrypts stored secret access keys (required with DynamoDB; generated under SQLite)."""
+    login_duration: float = Field(default=7 * 86_400.0, gt=0)
+    """Seconds a login token (``POST /auth/login``) stays valid; lakeFS's 7 days by default."""
 
 
 class GatewaySettings(_Section):

@@ -15,6 +15,7 @@ from mirror import __version__
 from mirror.api import health
 from mirror.api import metrics as http_metrics
 from mirror.api.auth.store import AuthStore
+from mirror.api.auth.tokens import LoginTokens
 from mirror.api.deps import ApiState
 from mirror.api.errors import install_error_handlers
 from mirror.api.routers import async_ops as async_ops_routes
@@ -33,6 +34,7 @@ from mirror.api.routers import (
     staging,
     tags,
 )
+from mirror.api.routers import login as login_routes
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
 from mirror.logging import RequestLogMiddleware
@@ -83,6 +85,7 @@ def create_app(
     async_ops: bool = True,
     task_settings: RunnerSettings | None = None,
     gc_settings: GCSettings | None = None,
+    login_tokens: LoginTokens | None = None,
 ) -> FastAPI:
     """Return the lakeFS-compatible API app.
 
@@ -97,6 +100,8 @@ def create_app(
         async_ops: Serve asynchronous commit and merge (``/config`` advertises them).
         task_settings: How background tasks run (TTL, heartbeat, shutdown bound).
         gc_settings: Garbage collection's settings (``gc``); default: the defaults.
+        login_tokens: Signs and verifies login tokens (default: a random key, for an app that
+            is the only process of its installation).
     """
     auth_store.ensure_builtins()
     closers = tuple(on_shutdown)
@@ -139,6 +144,7 @@ def create_app(
     )
     app.state.metrics = metrics
     app.state.tasks = runner
+    app.state.login_tokens = login_tokens or LoginTokens.ephemeral()
     install_error_handlers(app)
     app.add_middleware(RequestLogMiddleware)
     app.add_middleware(http_metrics.MetricsMiddleware, metrics=metrics)
@@ -161,6 +167,7 @@ def create_app(
         gc,
         protection,
         pulls,
+        login_routes,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)

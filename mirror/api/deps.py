@@ -14,6 +14,7 @@ from mirror.api.auth.model import Policy, User
 from mirror.api.auth.permissions import Permission
 from mirror.api.auth.policy import is_allowed
 from mirror.api.auth.store import AuthStore
+from mirror.api.auth.tokens import login_user
 from mirror.api.hidden import HiddenBranches
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
@@ -107,14 +108,39 @@ class Caller:
                 )
 
 
+def login_token_caller(state: ApiState, request: Request, *, basic: bool) -> Caller | None:
+    """Return the caller a login token signs in (Bearer, or the session cookie), if any.
+
+    lakeFS's order: a Bearer token, then HTTP Basic (``basic``: the request has it), then the
+    ``internal_auth_session`` cookie; ``None`` lets Basic decide. See
+    :mod:`mirror.api.auth.tokens`.
+
+    Raises:
+        AuthenticationError: a token that does not verify (no fallback to other schemes).
+    """
+    tokens = getattr(request.app.state, "login_tokens", None)
+    if tokens is None:
+        return None
+    user = login_user(tokens, state.auth, request.headers, request.cookies, basic=basic)
+    if user is None:
+        return None
+    note_user(user.id)
+    return Caller(state.auth, user)
+
+
 def get_caller(
-    state: StateDep, credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)]
+    state: StateDep,
+    request: Request,
+    credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)],
 ) -> Caller:
-    """Authenticate the request's HTTP Basic credentials.
+    """Authenticate the request: a login token, or HTTP Basic credentials.
 
     Raises:
         AuthenticationError: no credentials, or wrong ones.
     """
+    token_caller = login_token_caller(state, request, basic=credentials is not None)
+    if token_caller is not None:
+        return token_caller
     if credentials is None:
         raise AuthenticationError("error authenticating request: no credentials (HTTP Basic)")
     signed_in = state.auth.sign_in(credentials.username, credentials.password)

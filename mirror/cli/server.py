@@ -11,6 +11,7 @@ from mirror.api.app import create_app
 from mirror.api.auth.errors import SetupDoneError
 from mirror.api.auth.secrets import cipher_from_config
 from mirror.api.auth.store import AuthStore
+from mirror.api.auth.tokens import LoginTokens
 from mirror.block.resolver import BlockResolver
 from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers
 from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig, S3Settings
@@ -280,6 +281,7 @@ def build_app(
             shutdown_timeout=config.server.shutdown_timeout,
         ),
         gc_settings=config.gc,
+        login_tokens=LoginTokens.from_config(config),
     )
     if not config.gateway.enabled:
         return api
