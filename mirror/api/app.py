@@ -34,6 +34,7 @@ from mirror.api.routers import (
     staging,
     tags,
 )
+from mirror.api.routers import dump as dump_routes
 from mirror.api.routers import login as login_routes
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
@@ -168,6 +169,7 @@ def create_app(
         protection,
         pulls,
         login_routes,
+        dump_routes,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)

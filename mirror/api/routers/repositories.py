@@ -62,7 +62,7 @@ def check_namespace(state: ApiState, namespace: str) -> None:
 def create_repository(
     body: RepositoryCreation, state: StateDep, caller: CallerDep, bare: bool = False
 ) -> Repository:
-    """Create a repository with an initial commit on its default branch."""
+    """Create a repository with an initial commit on its default branch (``bare``: neither)."""
     caller.require(
         Permission(Action.CREATE_REPOSITORY, repository_arn(body.name)),
         Permission(Action.ATTACH_STORAGE_NAMESPACE, namespace_arn(body.storage_namespace)),
@@ -71,7 +71,11 @@ def create_repository(
         raise InvalidValueError(f'unknown storage_id {body.storage_id!r}: use ""')
     check_namespace(state, body.storage_namespace)
     repo = state.catalog.create_repository(
-        body.name, body.storage_namespace, body.default_branch or "main", read_only=body.read_only
+        body.name,
+        body.storage_namespace,
+        body.default_branch or "main",
+        read_only=body.read_only,
+        bare=bare,
     )
     return repository_model(repo)
 
