@@ -24,6 +24,8 @@ from mirror.api.routers import (
     branches,
     config,
     gc,
+    internal,
+    metadata,
     mirror_roles,
     mirrors,
     objects,
@@ -168,6 +170,8 @@ def create_app(
         gc,
         protection,
         pulls,
+        metadata,
+        internal,
         login_routes,
         dump_routes,
     ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from fastapi import APIRouter, Response
+from pydantic import BaseModel
 
 from mirror.api.auth.permissions import (
     ALL_RESOURCES,
@@ -20,6 +21,7 @@ from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
 from mirror.block.errors import InvalidNamespaceError
 from mirror.block.resolver import split_namespace
+from mirror.core.repository_metadata import RepositoryMetadataStore
 from mirror.errors import InvalidValueError
 
 __all__ = ["check_namespace", "router"]
@@ -113,7 +115,41 @@ def delete_repository(
 
 @router.get("/repositories/{repository}/metadata", response_model=dict[str, str])
 def get_repository_metadata(repository: str, state: StateDep, caller: CallerDep) -> dict[str, str]:
-    """Return the repository's metadata map (always empty here)."""
+    """Return the repository's metadata map."""
     caller.require(Permission(Action.READ_REPOSITORY, repository_arn(repository)))
-    state.catalog.get_repository(repository)
-    return {}
+    repo = state.catalog.get_repository(repository)
+    return RepositoryMetadataStore(state.catalog.kv).get(repo)
+
+
+class RepositoryMetadataSet(BaseModel):
+    """``POST /repositories/{r}/metadata`` body: the keys to set."""
+
+    metadata: dict[str, str]
+
+
+class RepositoryMetadataKeys(BaseModel):
+    """``DELETE /repositories/{r}/metadata`` body: the keys to remove."""
+
+    keys: list[str]
+
+
+@router.post("/repositories/{repository}/metadata", status_code=204, response_class=Response)
+def set_repository_metadata(
+    repository: str, body: RepositoryMetadataSet, state: StateDep, caller: CallerDep
+) -> Response:
+    """Set keys of the repository's metadata, keeping the others (403 on a read-only one)."""
+    caller.require(Permission(Action.UPDATE_REPOSITORY, repository_arn(repository)))
+    repo = state.catalog.get_repository(repository)
+    RepositoryMetadataStore(state.catalog.kv).set(repo, body.metadata)
+    return Response(status_code=204)
+
+
+@router.delete("/repositories/{repository}/metadata", status_code=204, response_class=Response)
+def delete_repository_metadata(
+    repository: str, body: RepositoryMetadataKeys, state: StateDep, caller: CallerDep
+) -> Response:
+    """Remove keys of the repository's metadata; missing keys are ignored."""
+    caller.require(Permission(Action.UPDATE_REPOSITORY, repository_arn(repository)))
+    repo = state.catalog.get_repository(repository)
+    RepositoryMetadataStore(state.catalog.kv).delete(repo, body.keys)
+    return Response(status_code=204)
