@@ -6,12 +6,18 @@ preflight ``…/gc/rules/set_allowed`` (204); ``…/gc/prepare_commits`` and
 ``…/gc/prepare_uncommited`` (sic), which write what a run needs into the storage namespace
 (201); ``/config/garbage-collection`` with the grace period a run waits before deleting an object.
 
+``POST …/gc/prepare_commits/async`` runs ``prepare_commits`` as a background task (202
+``{"id": "GCPC…"}``); ``GET …/gc/prepare_commits/status?id=`` answers ``{task_id, completed,
+update_time, result?, error?: {message}}`` from the KV on any server process (unknown id: 404).
+A repository without rules fails the task (its error is the synchronous call's 404 text).
+
 Read-only repositories (mirrors) answer every write and every preparation with 403
 ``read-only repository``: a mirror's objects go when the source's deletions replicate.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Response
@@ -19,6 +25,9 @@ from pydantic import BaseModel
 
 from mirror.api.auth.permissions import Permission, repository_arn
 from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
+from mirror.api.errors import describe_error
+from mirror.api.routers.async_ops import RunnerDep, TaskCreation, TaskError
+from mirror.api.routers.dump import task_of
 from mirror.api.routing import LakeFSRoute
 from mirror.gc import (
     GCRules,
@@ -30,6 +39,7 @@ from mirror.gc import (
 from mirror.gc.errors import InvalidContinuationTokenError, InvalidGCRulesError
 
 __all__ = [
+    "GC_PREPARE_TASK_PREFIX",
     "GET_RULES",
     "PREPARE_COMMITS",
     "PREPARE_UNCOMMITTED",
@@ -39,6 +49,7 @@ __all__ = [
     "GarbageCollectionRule",
     "GarbageCollectionRules",
     "PrepareGCUncommittedResponse",
+    "PrepareGarbageCollectionCommitsStatus",
     "router",
 ]
 
@@ -48,6 +59,9 @@ GET_RULES = "retention:GetGarbageCollectionRules"
 SET_RULES = "retention:SetGarbageCollectionRules"
 PREPARE_COMMITS = "retention:PrepareGarbageCollectionCommits"
 PREPARE_UNCOMMITTED = "retention:PrepareGarbageCollectionUncommitted"
+
+GC_PREPARE_TASK_PREFIX = "GCPC"
+"""How asynchronous ``prepare_commits`` task IDs start (lakeFS's)."""
 
 _REPO = "/repositories/{repository}"
 
@@ -73,6 +87,16 @@ class GarbageCollectionPrepareResponse(BaseModel):
     gc_commits_location: str
     gc_addresses_location: str
     gc_commits_presigned_url: str | None = None
+
+
+class PrepareGarbageCollectionCommitsStatus(BaseModel):
+    """An asynchronous ``prepare_commits``: once completed, its result or its error."""
+
+    task_id: str
+    completed: bool
+    update_time: datetime
+    result: GarbageCollectionPrepareResponse | None = None
+    error: TaskError | None = None
 
 
 class PrepareGCUncommittedResponse(BaseModel):
@@ -215,6 +239,61 @@ def prepare_gc_commits(
         run_id=prepared.run_id,
         gc_commits_location=prepared.commits_location,
         gc_addresses_location=prepared.addresses_location,
+    )
+
+
+@router.post(
+    _REPO + "/gc/prepare_commits/async",
+    status_code=202,
+    response_model=TaskCreation,
+)
+def prepare_gc_commits_async(
+    repository: str, state: StateDep, caller: CallerDep, runner: RunnerDep
+) -> TaskCreation:
+    """Start ``prepare_commits`` in the background; answer the task's ID at once.
+
+    The repository and its read-only state are checked first (404, 403); missing rules fail the
+    task, as in lakeFS.
+    """
+    _allow(caller, PREPARE_COMMITS, repository)
+    gc_repository(state.catalog, repository)
+
+    def work() -> dict[str, Any]:
+        prepared = prepare_commits(state.catalog, repository)
+        return GarbageCollectionPrepareResponse(
+            run_id=prepared.run_id,
+            gc_commits_location=prepared.commits_location,
+            gc_addresses_location=prepared.addresses_location,
+        ).model_dump(mode="json", exclude_none=True)
+
+    task = runner.submit(
+        "gc-prepare-commits",
+        repository,
+        {},
+        work,
+        lambda exc: describe_error(exc, state.catalog, repository),
+        id_prefix=GC_PREPARE_TASK_PREFIX,
+    )
+    return TaskCreation(id=task.id)
+
+
+@router.get(
+    _REPO + "/gc/prepare_commits/status",
+    response_model=PrepareGarbageCollectionCommitsStatus,
+)
+def prepare_gc_commits_status(
+    repository: str, id: str, state: StateDep, caller: CallerDep, runner: RunnerDep
+) -> PrepareGarbageCollectionCommitsStatus:
+    """Return an asynchronous ``prepare_commits``'s status (404 for an unknown task ID)."""
+    _allow(caller, PREPARE_COMMITS, repository)
+    task = task_of(state, runner, id, GC_PREPARE_TASK_PREFIX, "gc-prepare-commits", repository)
+    result = task.result
+    return PrepareGarbageCollectionCommitsStatus(
+        task_id=task.id,
+        completed=task.done,
+        update_time=datetime.fromtimestamp(task.updated, tz=UTC),
+        result=GarbageCollectionPrepareResponse(**result) if result is not None else None,
+        error=TaskError(message=task.error) if task.error is not None else None,
     )
 
 
