@@ -21,7 +21,7 @@ import functools
 import heapq
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from mirror.block.protocol import BlockStore, ObjectInfo
@@ -34,8 +34,10 @@ from mirror.core.errors import (
     RefPreconditionFailedError,
     RepositoryReadOnlyError,
 )
+from mirror.core.hooks import HookEvent
 from mirror.core.ids import BranchID
 from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Branch, Commit, Entry, Repository
+from mirror.core.repository_metadata import RepositoryMetadataStore
 from mirror.core.threeway import MERGE_STRATEGY_KEY
 from mirror.core.validate import validate_branch_id, validate_metadata, validate_path
 from mirror.errors import InvalidValueError, LakeMirrorError, PermissionDeniedError
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_IMPORT_MESSAGE",
     "IMPORT_STRATEGY",
+    "LAST_IMPORT_TIMESTAMP",
     "ImportCanceledError",
     "ImportNotSupportedError",
     "ImportResult",
@@ -56,9 +59,12 @@ __all__ = [
     "import_changes",
     "import_objects",
     "list_source",
+    "require_clean",
     "validate_sources",
 ]
 
+LAST_IMPORT_TIMESTAMP = ".lakefs.last.import.timestamp"
+"""The repository metadata key holding the time of the last import (Unix seconds, lakeFS's)."""
 DEFAULT_IMPORT_MESSAGE = "Import objects"
 """The commit message of an import that gives none (lakeFS's)."""
 IMPORT_STRATEGY = "source-wins"
@@ -133,11 +139,8 @@ class ImportResult:
     stats: WriteStats
 
 
-class ImportProgress(Protocol):
-    """Told of every ingested object; may raise :class:`ImportCanceledError` to stop."""
-
-    def __call__(self, ingested: int) -> None:
-        """Note that ``ingested`` objects were read so far."""
+ImportProgress = Callable[[int], None]
+"""Told the running count of ingested objects; may raise :class:`ImportCanceledError`."""
 
 
 class _Listed(Protocol):
@@ -340,15 +343,21 @@ def import_objects(
     message: str,
     metadata: Mapping[str, str] | None,
     progress: ImportProgress | None = None,
+    before_commit: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.time,
 ) -> ImportResult:
     """Import ``sources`` into ``branch`` as one commit on its head.
+
+    ``progress`` is told the count of ingested objects as they stream; ``before_commit`` runs
+    once the tree is written, just before the branch moves (either may raise
+    :class:`ImportCanceledError` to stop, leaving the branch as it was).
 
     Raises:
         RepositoryReadOnlyError: the repository is a mirror.
         BranchNotFoundError: no such branch.
         DirtyBranchError: the branch has uncommitted changes.
         InvalidImportSourceError: a source is prohibited or unusable.
+        HookAbortError: a pre-commit hook failed.
         RefPreconditionFailedError: the branch moved while the import ran, every time.
     """
     repo = catalog.get_repository(repository)
@@ -359,10 +368,22 @@ def import_objects(
     meta[MERGE_STRATEGY_KEY] = IMPORT_STRATEGY
     validate_sources(repo, sources)
     store = catalog.committed(repo)
+    message = message or DEFAULT_IMPORT_MESSAGE
+    pre = HookEvent(
+        "pre-commit",
+        repo.id,
+        branch_id=branch_id,
+        source_ref=branch_id,
+        commit_message=message,
+        committer=committer,
+        commit_metadata=dict(meta),
+    )
+    # lakeFS fires the commit hooks of the import's commit; a failing pre-commit hook aborts it
+    run = catalog.hooks.pre(pre)
     last: RefPreconditionFailedError | None = None
     for _ in range(3):
         current, raw = catalog.refs.get_branch_raw(repo, branch_id)
-        _require_clean(catalog, current, branch_id)
+        _clean(catalog, current, branch_id)
         parent = catalog.refs.get_commit(repo, current.commit_id)
         counter = _Counter(progress)
         changes = import_changes(
@@ -375,13 +396,15 @@ def import_objects(
         mid, stats = apply_changes(store, catalog.chunking, parent.metarange_id, changes)
         commit = new_commit(
             committer,
-            message or DEFAULT_IMPORT_MESSAGE,
+            message,
             mid,
             int(clock()),
             meta,
             (parent.id,),
             parent.generation + 1,
         )
+        if before_commit is not None:
+            before_commit()
         catalog.refs.add_commit(repo, commit)
         moved = Branch(branch_id, commit.id, current.staging_token, current.sealed_tokens)
         try:
@@ -389,6 +412,12 @@ def import_objects(
         except RefPreconditionFailedError as exc:
             last = exc  # the branch moved meanwhile: import again onto its new head
             continue
+        RepositoryMetadataStore(catalog.kv).set(
+            repo, {LAST_IMPORT_TIMESTAMP: str(commit.creation_date)}
+        )
+        catalog.hooks.post(
+            replace(pre, event_type="post-commit", source_ref=commit.id, commit_id=commit.id), run
+        )
         return ImportResult(commit, counter.count, stats)
     assert last is not None
     raise last
@@ -407,6 +436,17 @@ class _Counter:
             self._progress(ingested)
 
 
-def _require_clean(catalog: Catalog, branch: Branch, branch_id: BranchID) -> None:
+def _clean(catalog: Catalog, branch: Branch, branch_id: BranchID) -> None:
     if branch.sealed_tokens or not catalog.staging.is_empty(branch.staging_token):
         raise DirtyBranchError(f"import into branch {branch_id!r}")
+
+
+def require_clean(catalog: Catalog, repository: str, branch: str) -> None:
+    """Check that ``branch`` exists and has no uncommitted changes.
+
+    Raises:
+        BranchNotFoundError: no such branch.
+        DirtyBranchError: the branch has staged changes.
+    """
+    branch_id = validate_branch_id(branch)
+    _clean(catalog, catalog.get_branch(repository, branch_id), branch_id)
