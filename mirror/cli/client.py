@@ -89,18 +89,22 @@ class LakeFSClient:
         Raises:
             UsageError: no access key is configured.
         """
-        if not (config.access_key_id and config.secret_access_key):
+        if not config.token and not (config.access_key_id and config.secret_access_key):
             raise UsageError(
                 "no credentials: set credentials.access_key_id and "
                 "credentials.secret_access_key in the configuration file, or "
                 "LAKECTL_CREDENTIALS_ACCESS_KEY_ID and LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY"
             )
         self.base_url = config.endpoint_url
+        headers = {"User-Agent": f"lakemirror-cli/{__version__}", "Accept": "application/json"}
+        if config.token:
+            # a login token (``lakemirror login``) signs in instead of the access key
+            headers["Authorization"] = f"Bearer {config.token}"
         self._http = httpx.Client(
             base_url=config.endpoint_url,
-            auth=(config.access_key_id, config.secret_access_key),
+            auth=None if config.token else (config.access_key_id, config.secret_access_key),
             timeout=timeout,
-            headers={"User-Agent": f"lakemirror-cli/{__version__}", "Accept": "application/json"},
+            headers=headers,
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
             transport=transport,
         )

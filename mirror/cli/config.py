@@ -12,6 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 from mirror.cli.errors import UsageError
+from mirror.cli.session import load_token, token_path
 
 __all__ = [
     "CONFIG_FILE_ENV",
@@ -41,12 +42,15 @@ class ClientConfig:
         access_key_id: The access key ID (``""`` when none is configured).
         secret_access_key: The secret; kept out of ``repr``.
         source: The configuration file that was read, if any.
+        token: A login token for this endpoint (``lakemirror login``); it signs requests
+            instead of the access key while valid. Kept out of ``repr``.
     """
 
     endpoint_url: str
     access_key_id: str
     secret_access_key: str = field(repr=False)
     source: Path | None = None
+    token: str = field(default="", repr=False)
 
 
 def api_base_url(endpoint: str) -> str:
@@ -136,4 +140,6 @@ def load_config(
     endpoint = env.get(ENDPOINT_ENV) or _lookup(data, "server.endpoint_url") or DEFAULT_ENDPOINT
     key_id = env.get(KEY_ENV) or _lookup(data, "credentials.access_key_id")
     secret = env.get(SECRET_ENV) or _lookup(data, "credentials.secret_access_key")
-    return ClientConfig(api_base_url(endpoint), key_id, secret, source)
+    url = api_base_url(endpoint)
+    token = load_token(token_path(env, home), url)
+    return ClientConfig(url, key_id, secret, source, token)

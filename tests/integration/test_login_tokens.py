@@ -5,14 +5,19 @@ token (``access_token``) or only the ``internal_auth_session`` cookie make real 
 wrong credentials, a token that does not verify (also with valid Basic credentials next to it:
 no fallback), a token from another installation, the token of a deleted user or of a user whose
 keys were all deleted, and an expired token (a second server with ``auth.login_duration`` of a
-few seconds, two worker processes: a token from one worker verifies on the other).
+few seconds, two worker processes: a token from one worker verifies on the other). The CLI's
+``lakemirror login`` keeps a token that the other client commands then sign in with.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
+import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -245,3 +250,61 @@ def test_token_expires_after_login_duration_and_works_on_every_worker(
     expired = httpx.get(url, headers=bearer)
     assert "expired" in expired.json()["message"]
     assert time.time() >= answer.token_expiration
+
+
+def _cli(
+    home: Path, env: dict[str, str], *args: str, stdin: bytes = b""
+) -> subprocess.CompletedProcess[bytes]:
+    """Run `lakemirror` as a process with only ``env`` (and HOME) as its configuration."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LAKECTL_", "LAKEMIRROR_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "mirror.cli.main", *args],
+        env={**base, "HOME": str(home), **env},
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_login_keeps_a_token_the_other_commands_use(
+    server: Server, make_user: MakeUser, tmp_path: Path
+) -> None:
+    writer = make_user("Writers")
+    endpoint = {"LAKECTL_SERVER_ENDPOINT_URL": server.url}
+    keys = {
+        **endpoint,
+        "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": writer.access_key_id,
+        "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": writer.secret_access_key,
+    }
+    # no key and no token: refused before any request
+    assert _cli(tmp_path, endpoint, "repo", "list").returncode != 0
+
+    done = _cli(tmp_path, keys, "login")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode()
+    assert f"logged in as {writer.user_id}" in out and "expires at" in out
+    kept = tmp_path / ".lakemirror" / "token.json"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    record = json.loads(kept.read_text())
+    assert record["endpoint_url"] == f"{server.url}/api/v1"
+    assert record["token"] not in out and writer.secret_access_key not in out
+    assert _claims(record["token"])[1]["sub"] == writer.user_id
+
+    # the endpoint alone now signs in with the kept token
+    listed = _cli(tmp_path, endpoint, "-o", "json", "repo", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert isinstance(json.loads(listed.stdout), list)
+
+    printed = _cli(tmp_path, keys, "login", "--print")
+    assert printed.returncode == 0, printed.stderr
+    token = printed.stdout.decode().strip()
+    assert token != record["token"]
+    reply = httpx.get(f"{server.url}/api/v1/user", headers={"Authorization": f"Bearer {token}"})
+    assert reply.json()["user"]["id"] == writer.user_id
+    # --print keeps nothing new
+    assert json.loads(kept.read_text())["token"] == record["token"]
+
+    out_again = _cli(tmp_path, endpoint, "logout")
+    assert out_again.returncode == 0 and not kept.exists()
+    assert _cli(tmp_path, endpoint, "repo", "list").returncode != 0

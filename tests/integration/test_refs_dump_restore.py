@@ -7,13 +7,18 @@ tags, diffs and object bytes. The sync calls (``refs/dump``, ``refs/restore``) a
 forms (``dump``, ``restore`` with their status) are both exercised, with their refusals: not
 bare (400), a mirror (403 restoring; dumping it is allowed), no permission (403), unknown or
 misshapen task IDs (404), and a restore of metaranges that do not exist (the task's error).
+The CLI's ``lakemirror refs dump|restore`` make the same round trip.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -278,3 +283,59 @@ def test_async_task_ids_and_failures(
     failing = repos.restore_submit(target, bogus)
     failed = _wait_done(lambda: repos.restore_status(target, failing.id))
     assert failed.error and "not found" in failed.error
+
+
+def _cli(
+    server: Server, tmp_path: Path, *args: str, stdin: bytes = b""
+) -> subprocess.CompletedProcess[bytes]:
+    """Run `lakemirror` as a process signed in as the administrator."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LAKECTL_", "LAKEMIRROR_"))}
+    env = {
+        **base,
+        "HOME": str(tmp_path),
+        "LAKECTL_SERVER_ENDPOINT_URL": server.url,
+        "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": server.access_key_id,
+        "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": server.secret_access_key,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "mirror.cli.main", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+
+
+def test_cli_refs_dump_and_restore(
+    server: Server,
+    client: lakefs.Client,
+    source: str,
+    bare_copy: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    dumped = _cli(server, tmp_path, "refs", "dump", f"lakefs://{source}", "--manifest", "m.json")
+    assert dumped.returncode == 0, dumped.stderr
+    manifest = json.loads(dumped.stdout)
+    assert manifest == _sdk(client).internal_api.dump_refs(source).to_dict()
+    assert json.loads((tmp_path / "m.json").read_text()) == manifest
+
+    target = bare_copy(source)
+    restored = _cli(
+        server,
+        tmp_path,
+        "refs",
+        "restore",
+        f"lakefs://{target}",
+        "--manifest",
+        "-",
+        stdin=dumped.stdout,
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert f"restored refs into lakefs://{target}" in restored.stdout.decode()
+    assert _state(client, target) == _state(client, source)
+
+    again = _cli(server, tmp_path, "refs", "restore", f"lakefs://{target}", "--manifest", "m.json")
+    assert again.returncode != 0
+    assert "can only restore into a bare repository" in again.stderr.decode()

@@ -8,8 +8,10 @@ from mirror.cli.commands import branch as branch_commands
 from mirror.cli.commands import commit as commit_commands
 from mirror.cli.commands import diff as diff_commands
 from mirror.cli.commands import fs as fs_commands
+from mirror.cli.commands import login as login_commands
 from mirror.cli.commands import merge as merge_commands
 from mirror.cli.commands import protect as protect_commands
+from mirror.cli.commands import refs_dump as refs_dump_commands
 from mirror.cli.commands import repo as repo_commands
 from mirror.cli.commands import tag as tag_commands
 
@@ -24,6 +26,8 @@ _GROUPS = (
     diff_commands,
     merge_commands,
     fs_commands,
+    login_commands,
+    refs_dump_commands,
 )
 
 
