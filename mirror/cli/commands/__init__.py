@@ -11,6 +11,7 @@ from mirror.cli.commands import fs as fs_commands
 from mirror.cli.commands import login as login_commands
 from mirror.cli.commands import merge as merge_commands
 from mirror.cli.commands import protect as protect_commands
+from mirror.cli.commands import pulls as pulls_commands
 from mirror.cli.commands import refs_dump as refs_dump_commands
 from mirror.cli.commands import repo as repo_commands
 from mirror.cli.commands import tag as tag_commands
@@ -25,6 +26,7 @@ _GROUPS = (
     commit_commands,
     diff_commands,
     merge_commands,
+    pulls_commands,
     fs_commands,
     login_commands,
     refs_dump_commands,
