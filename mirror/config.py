@@ -41,6 +41,8 @@ __all__ = [
     "ENV_PREFIX",
     "LEGACY_ENV",
     "REDACTED",
+    "ActionsEnvSettings",
+    "ActionsSettings",
     "AuthSettings",
     "BlockstoreSettings",
     "ConfigurationError",
@@ -258,6 +260,23 @@ class GatewaySettings(_Section):
         return tuple(v.lower().rstrip(".") for v in value)
 
 
+class ActionsEnvSettings(_Section):
+    """Which environment variables hook properties may name as ``{{ ENV.X }}``."""
+
+    prefix: str = "LAKEFSACTION_"
+    """Only variables whose names start with it (lakeFS's ``actions.env.prefix``)."""
+
+
+class ActionsSettings(_Section):
+    """lakeFS actions: hooks run on repository events (``docs/actions.md``)."""
+
+    enabled: bool = True
+    """Run the actions of ``_lakefs_actions/``; ``false``: no hook ever runs."""
+    env: ActionsEnvSettings = ActionsEnvSettings()
+    post_workers: int = Field(default=4, ge=1, le=64)
+    """Threads of a server process running post-event hooks in the background."""
+
+
 class LoggingSettings(_Section):
     """How log lines look and which are written.
 
@@ -309,6 +328,7 @@ class LakeMirrorConfig(BaseSettings):
     replicant: ReplicantSettings = ReplicantSettings()
     gc: GCSettings = GCSettings()
     gateway: GatewaySettings = GatewaySettings()
+    actions: ActionsSettings = ActionsSettings()
     regions: dict[str, RegionSettings] = {}
     """Every region mirrors come from or go to, by name."""
 

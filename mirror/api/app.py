@@ -18,13 +18,13 @@ from mirror.api.auth.store import AuthStore
 from mirror.api.auth.tokens import LoginTokens
 from mirror.api.deps import ApiState
 from mirror.api.errors import install_error_handlers
+from mirror.api.routers import actions as actions_routes
 from mirror.api.routers import async_ops as async_ops_routes
 from mirror.api.routers import (
     auth,
     branches,
     config,
     gc,
-    imports,
     internal,
     metadata,
     mirror_roles,
@@ -170,12 +170,12 @@ def create_app(
         async_ops_routes,
         gc,
         protection,
-        imports,
         pulls,
         metadata,
         internal,
         login_routes,
         dump_routes,
+        actions_routes,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)

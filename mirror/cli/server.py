@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from pydantic import SecretStr
 
+from mirror.actions import ActionsService
 from mirror.api.app import create_app
 from mirror.api.auth.errors import SetupDoneError
 from mirror.api.auth.secrets import cipher_from_config
@@ -267,6 +268,12 @@ def build_app(
         close_kv: Close the catalog's KV when the app shuts down.
     """
     root = config.local_root().resolve()
+    if config.actions.enabled:
+        catalog.hooks = ActionsService(
+            catalog,
+            env_prefix=config.actions.env.prefix,
+            post_workers=config.actions.post_workers,
+        )
     api = create_app(
         catalog,
         AuthStore(catalog.kv, cipher=cipher_from_config(config)),

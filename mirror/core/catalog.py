@@ -30,7 +30,7 @@ from mirror.core.commits import CommitResult
 from mirror.core.committed import ChunkingParams, CommittedStore
 from mirror.core.context import CatalogContext
 from mirror.core.errors import BranchNotFoundError
-from mirror.core.hooks import Hooks, NoHooks
+from mirror.core.hooks import HookAbortError, HookEvent, HookRun, Hooks, NoHooks
 from mirror.core.ids import CommitID, TagID
 from mirror.core.listing import ListResult
 from mirror.core.merge import MergeStrategy
@@ -42,6 +42,7 @@ from mirror.core.resolve import ResolvedRef, require_commit_ref, resolve_ref
 from mirror.core.staging import StagingStore
 from mirror.core.threeway import CHERRY_PICK_ORIGIN, MERGE_STRATEGY_KEY
 from mirror.core.validate import validate_branch_id, validate_tag_id
+from mirror.errors import LakeMirrorError
 from mirror.kv.protocol import KV
 
 __all__ = [
@@ -141,6 +142,48 @@ class Catalog:
     @hooks.setter
     def hooks(self, value: Hooks) -> None:
         self._hooks = value
+
+    def _pre(
+        self, repository: str, event: Callable[[Repository], HookEvent | None]
+    ) -> tuple[HookEvent, HookRun] | None:
+        """Run the pre-event hooks of the event ``event`` describes; ``None`` if none apply.
+
+        Hooks never run on read-only repositories. An event that cannot be described (no such
+        branch, a tag that exists already) is left to the operation itself to report.
+        """
+        if isinstance(self._hooks, NoHooks):
+            return None
+        try:
+            repo = self._ctx.repository(repository)
+            found = None if repo.read_only else event(repo)
+        except LakeMirrorError:
+            return None
+        if found is None:
+            return None
+        return found, self._hooks.pre(found)
+
+    def _post(self, pre: tuple[HookEvent, HookRun] | None, **changes: str) -> None:
+        """Start the post-event hooks matching the pre-event ``pre`` (in the background)."""
+        if pre is not None:
+            event, run = pre
+            self._hooks.post(event.as_post(**changes), run)
+
+    def _post_commit(self, pre: tuple[HookEvent, HookRun] | None, commit: Commit) -> None:
+        if pre is None:
+            return
+        event, run = pre
+        done = HookEvent(
+            event.event_type.replace("pre-", "post-", 1),
+            event.repository,
+            branch_id=event.branch_id,
+            source_ref=commit.id,
+            commit_id=commit.id,
+            commit_message=commit.message,
+            committer=commit.committer,
+            commit_metadata=dict(commit.metadata),
+            merge_source=event.merge_source,
+        )
+        self._hooks.post(done, run)
 
     def committed(self, repo: Repository) -> CommittedStore:
         """Return the committed-data store of ``repo``'s storage namespace."""
@@ -259,7 +302,19 @@ class Catalog:
         Raises:
             InvalidNameError, BranchExistsError, RefNotFoundError, RepositoryReadOnlyError.
         """
-        return branches.create_branch(self._ctx, repository, name, source)
+
+        def event(repo: Repository) -> HookEvent | None:
+            if self.branch_exists(repository, name):
+                return None
+            cid = resolve_ref(self._ctx, repo, source).commit_id
+            return HookEvent(
+                "pre-create-branch", repo.id, branch_id=name, source_ref=source, commit_id=cid
+            )
+
+        pre = self._pre(repository, event)
+        branch = branches.create_branch(self._ctx, repository, name, source)
+        self._post(pre, commit_id=branch.commit_id)
+        return branch
 
     def get_branch(self, repository: str, name: str) -> Branch:
         """Return a branch.
@@ -279,7 +334,16 @@ class Catalog:
         Raises:
             BranchNotFoundError, RepositoryReadOnlyError, InvalidRefError (default branch).
         """
+
+        def event(repo: Repository) -> HookEvent | None:
+            if force or name == repo.default_branch:
+                return None
+            head = self.get_branch(repository, name).commit_id
+            return HookEvent("pre-delete-branch", repo.id, branch_id=name, source_ref=head)
+
+        pre = self._pre(repository, event)
         branches.delete_branch(self._ctx, repository, name, force=force)
+        self._post(pre)
 
     def set_branch_head(
         self, repository: str, name: str, commit: str, expected: str | None, *, force: bool = False
@@ -302,11 +366,21 @@ class Catalog:
         Raises:
             InvalidNameError, TagExistsError, RefNotFoundError, RepositoryReadOnlyError.
         """
+
+        def event(repo: Repository) -> HookEvent | None:
+            if force or any(t == name for t, _ in self.list_tags(repository, name, "")):
+                return None
+            require_commit_ref(ref)
+            cid = resolve_ref(self._ctx, repo, ref).commit_id
+            return HookEvent("pre-create-tag", repo.id, source_ref=cid, tag_id=name, commit_id=cid)
+
+        pre = self._pre(repository, event)
         repo = self._ctx.writable(repository, force)
         tag_id = validate_tag_id(name)
         require_commit_ref(ref)
         cid = resolve_ref(self._ctx, repo, ref).commit_id
         self._ctx.refs.create_tag(repo, tag_id, cid, require_writable=not force)
+        self._post(pre)
         return cid
 
     def get_tag(self, repository: str, name: str) -> CommitID:
@@ -329,8 +403,17 @@ class Catalog:
         Raises:
             TagNotFoundError, RepositoryReadOnlyError.
         """
+
+        def event(repo: Repository) -> HookEvent | None:
+            if force:
+                return None
+            cid = self.get_tag(repository, name)
+            return HookEvent("pre-delete-tag", repo.id, source_ref=cid, tag_id=name, commit_id=cid)
+
+        pre = self._pre(repository, event)
         repo = self._ctx.writable(repository, force)
         self._ctx.refs.delete_tag(repo, validate_tag_id(name), require_writable=not force)
+        self._post(pre)
 
     # objects
 
@@ -500,7 +583,20 @@ class Catalog:
             NoChangesError: nothing to commit and not ``allow_empty``.
             TooManyTriesError: lost the branch CAS too many times.
         """
-        return commits.commit_staged(
+
+        def event(repo: Repository) -> HookEvent:
+            return HookEvent(
+                "pre-commit",
+                repo.id,
+                branch_id=branch,
+                source_ref=branch,
+                commit_message=message,
+                committer=committer,
+                commit_metadata=dict(metadata or {}),
+            )
+
+        pre = self._pre(repository, event)
+        result = commits.commit_staged(
             self._ctx,
             repository,
             branch,
@@ -510,6 +606,8 @@ class Catalog:
             allow_empty=allow_empty,
             date=date,
         )
+        self._post_commit(pre, result.commit)
+        return result
 
     def commit_tree(
         self,
@@ -584,19 +682,44 @@ class Catalog:
             MergeConflictError: conflicts and no strategy; lists the paths.
             NoMergeBaseError: no common ancestor.
         """
-        return threeway.merge(
-            self._ctx,
-            repository,
-            source,
-            destination,
-            committer=committer,
-            message=message,
-            metadata=metadata,
-            strategy=strategy,
-            allow_empty=allow_empty,
-            squash=squash,
-            force=force,
-        )
+        ran: list[tuple[HookEvent, HookRun]] = []
+
+        def before_move(commit: Commit, src: Commit | None) -> None:
+            def event(repo: Repository) -> HookEvent:
+                return HookEvent(
+                    "pre-merge",
+                    repo.id,
+                    branch_id=destination,
+                    source_ref=src.id if src is not None else source,
+                    commit_id=commit.id,
+                    commit_message=commit.message,
+                    committer=commit.committer,
+                    commit_metadata=dict(commit.metadata),
+                    merge_source=source,
+                )
+
+            pre = None if force else self._pre(repository, event)
+            ran[:] = [pre] if pre is not None else []
+
+        try:
+            result = threeway.merge(
+                self._ctx,
+                repository,
+                source,
+                destination,
+                committer=committer,
+                message=message,
+                metadata=metadata,
+                strategy=strategy,
+                allow_empty=allow_empty,
+                squash=squash,
+                force=force,
+                before_move=before_move,
+            )
+        except HookAbortError as exc:
+            raise exc.with_prefix(f"update branch {destination}: ") from None
+        self._post_commit(ran[0] if ran else None, result.commit)
+        return result
 
     def revert(
         self,
@@ -615,7 +738,12 @@ class Catalog:
             DirtyBranchError, MergeConflictError (the branch changed the same paths since),
             InvalidRefError (merge commit without a valid ``parent_number``), NoChangesError.
         """
-        return threeway.revert(
+
+        def event(repo: Repository) -> HookEvent:
+            return HookEvent("pre-revert", repo.id, branch_id=branch, source_ref=branch)
+
+        pre = self._pre(repository, event)
+        result = threeway.revert(
             self._ctx,
             repository,
             branch,
@@ -625,6 +753,8 @@ class Catalog:
             allow_empty=allow_empty,
             message=message,
         )
+        self._post_commit(pre, result.commit)
+        return result
 
     def cherry_pick(
         self,
@@ -643,9 +773,16 @@ class Catalog:
         Raises:
             DirtyBranchError, MergeConflictError, InvalidRefError, NoChangesError.
         """
-        return threeway.cherry_pick(
+
+        def event(repo: Repository) -> HookEvent:
+            return HookEvent("pre-cherry-pick", repo.id, branch_id=branch, source_ref=branch)
+
+        pre = self._pre(repository, event)
+        result = threeway.cherry_pick(
             self._ctx, repository, branch, ref, parent_number=parent_number, committer=committer
         )
+        self._post_commit(pre, result.commit)
+        return result
 
     # integrity
 

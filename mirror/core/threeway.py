@@ -49,6 +49,7 @@ def _apply_three_way(
     *,
     allow_empty: bool,
     force: bool = False,
+    before_move: Callable[[Commit, Commit | None], None] | None = None,
 ) -> CommitResult:
     repo = ctx.writable(repository, force)
     branch_id = validate_branch_id(branch)
@@ -71,6 +72,9 @@ def _apply_three_way(
             changes = merge_changes(store, base, source, dest, strategy, stats)
             mid, _ = apply_changes(store, ctx.chunking, dest, changes, stats)
         commit = build(head, mid, other)
+        if before_move is not None:
+            # pre-merge hooks see the new commit's ID; one that aborts leaves no record behind
+            before_move(commit, other)
         ctx.refs.add_commit(repo, commit)
         moved = Branch(branch_id, commit.id, current.staging_token, current.sealed_tokens)
         ctx.refs.set_branch_if(repo, moved, raw, require_writable=not force)
@@ -92,10 +96,13 @@ def merge(
     allow_empty: bool,
     squash: bool,
     force: bool,
+    before_move: Callable[[Commit, Commit | None], None] | None = None,
 ) -> CommitResult:
     """Merge ``source`` (any ref) into branch ``destination`` with a two-parent commit.
 
-    With ``squash`` the commit has the destination's head as its only parent.
+    With ``squash`` the commit has the destination's head as its only parent. ``before_move``
+    is called with the merge commit and the source commit before either is stored; what it
+    raises aborts the merge.
     """
     how = MergeStrategy.parse(strategy)
     meta = validate_metadata(metadata)
@@ -128,6 +135,7 @@ def merge(
         build,
         allow_empty=allow_empty,
         force=force,
+        before_move=before_move,
     )
 
 

@@ -1,0 +1,192 @@
+"""Action files: the YAML under ``_lakefs_actions/``, parsed and validated as lakeFS does.
+
+An action names the events it runs ``on`` (with optional branch patterns) and the hooks it
+runs, in order (pkg/actions/action.go). Webhook and airflow hooks are supported; lua hooks are
+refused when the file is read, since LakeMirror has no Lua runtime.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from mirror.actions.glob import BadPatternError, path_match, validate_pattern
+from mirror.core.hooks import EVENT_TYPES, HookEvent
+from mirror.errors import LakeMirrorError
+
+__all__ = [
+    "ACTIONS_PREFIX",
+    "Action",
+    "ActionFileError",
+    "ActionHook",
+    "parse_action",
+]
+
+ACTIONS_PREFIX = "_lakefs_actions/"
+"""Where a ref's action files are: every object directly under it."""
+
+_NAME = re.compile(r"^\w[\w\-. ]+$")
+_HOOK_ID = re.compile(r"^[_a-zA-Z][\-_a-zA-Z0-9]{1,255}$")
+_TAG_EVENTS = frozenset(e for e in EVENT_TYPES if e.endswith("-tag"))
+_IFS = {"": "success()", "success()": "success()", "failure()": "failure()"}
+_REQUIRED = {
+    "webhook": ("url",),
+    "airflow": ("url", "dag_id", "username", "password"),
+}
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.2's booleans (only ``true``/``false``), as Go reads them: ``on`` is a key."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+class ActionFileError(LakeMirrorError):
+    """An action file is invalid: the operation fails (500) and no run is recorded."""
+
+
+@dataclass(frozen=True)
+class ActionHook:
+    """One hook of an action.
+
+    Attributes:
+        id: Unique within its action.
+        type: ``webhook`` or ``airflow``.
+        properties: The hook's settings as written (``url``, ``timeout``, ...).
+        condition: ``success()`` (run if no earlier hook of the action failed) or ``failure()``.
+        description: Free text.
+    """
+
+    id: str
+    type: str
+    properties: Mapping[str, Any]
+    condition: str = "success()"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action file.
+
+    Attributes:
+        name: Unique among a ref's actions.
+        on: Event type → branch patterns (empty: every branch).
+        hooks: Run in order.
+        source: The file's path.
+        description: Free text.
+    """
+
+    name: str
+    on: Mapping[str, tuple[str, ...]]
+    hooks: tuple[ActionHook, ...]
+    source: str = ""
+    description: str = field(default="")
+
+    def matches(self, event: HookEvent) -> bool:
+        """Return whether ``event`` triggers this action (its type and branch filters)."""
+        if event.event_type not in self.on:
+            return False
+        patterns = self.on[event.event_type]
+        return not patterns or any(path_match(p, event.branch_id) for p in patterns)
+
+
+def parse_action(source: str, data: bytes) -> Action:
+    """Parse and validate one action file.
+
+    Args:
+        source: The file's path (named in errors).
+        data: The file's YAML.
+
+    Raises:
+        ActionFileError: the YAML is malformed or breaks one of lakeFS's rules.
+    """
+
+    def fail(why: str) -> ActionFileError:
+        return ActionFileError(f"action file {source!r}: {why}")
+
+    try:
+        doc = yaml.load(data, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise fail(f"invalid YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise fail("not a YAML mapping")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise fail("'name' is required")
+    if not _NAME.match(name):
+        raise fail(f"invalid action name {name!r}: must match {_NAME.pattern}")
+    on = _parse_on(doc.get("on"), fail)
+    raw_hooks = doc.get("hooks")
+    if not isinstance(raw_hooks, list) or not raw_hooks:
+        raise fail("'hooks' is required")
+    hooks: list[ActionHook] = []
+    seen: set[str] = set()
+    for raw in raw_hooks:
+        hook = _parse_hook(raw, fail)
+        if hook.id in seen:
+            raise fail(f"hook id {hook.id!r} is not unique")
+        seen.add(hook.id)
+        hooks.append(hook)
+    return Action(name, on, tuple(hooks), source, str(doc.get("description") or ""))
+
+
+def _parse_on(raw: object, fail: Any) -> dict[str, tuple[str, ...]]:
+    if not isinstance(raw, dict) or not raw:
+        raise fail("'on' is required")
+    on: dict[str, tuple[str, ...]] = {}
+    for event, spec in raw.items():
+        if event not in EVENT_TYPES:
+            raise fail(f"event {event!r} is not supported")
+        branches: list[Any] = []
+        if isinstance(spec, dict):
+            found = spec.get("branches") or []
+            if not isinstance(found, list):
+                raise fail(f"'on.{event}.branches' must be a list")
+            branches = found
+        elif spec is not None:
+            raise fail(f"'on.{event}' must be a mapping")
+        if branches and event in _TAG_EVENTS:
+            raise fail(f"'on.{event}' takes no branches (a tag event has none)")
+        for pattern in branches:
+            if not isinstance(pattern, str):
+                raise fail(f"'on.{event}.branches' holds a non-string")
+            try:
+                validate_pattern(pattern)
+            except BadPatternError as exc:
+                raise fail(str(exc)) from None
+        on[str(event)] = tuple(branches)
+    return on
+
+
+def _parse_hook(raw: object, fail: Any) -> ActionHook:
+    if not isinstance(raw, dict):
+        raise fail("a hook must be a mapping")
+    hook_id = raw.get("id")
+    if not isinstance(hook_id, str) or not _HOOK_ID.match(hook_id):
+        raise fail(f"invalid hook id {hook_id!r}: must match {_HOOK_ID.pattern}")
+    kind = raw.get("type")
+    if kind == "lua":
+        raise fail(f"hook {hook_id!r}: lua hooks are not supported")
+    if kind not in _REQUIRED:
+        raise fail(f"hook {hook_id!r}: unknown hook type {kind!r} (webhook or airflow)")
+    props = raw.get("properties") or {}
+    if not isinstance(props, dict):
+        raise fail(f"hook {hook_id!r}: 'properties' must be a mapping")
+    for key in _REQUIRED[kind]:
+        if not isinstance(props.get(key), str) or not props[key]:
+            raise fail(f"hook {hook_id!r}: property {key!r} is required")
+    condition = _IFS.get(str(raw.get("if") or "").strip())
+    if condition is None:
+        raise fail(f"hook {hook_id!r}: 'if' must be success() or failure()")
+    return ActionHook(hook_id, kind, props, condition, str(raw.get("description") or ""))

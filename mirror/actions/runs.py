@@ -1,0 +1,180 @@
+"""Run records of actions: one per event that matched actions, with its hooks, in the KV.
+
+Every server process sharing the KV sees every run. Keys:
+
+- ``actions/runs/<repo>/<run_id>``: the run (JSON, its hook runs included);
+- ``actions/branch/<repo>/<branch>/<run_id>`` and ``actions/commit/<repo>/<commit>/<run_id>``:
+  empty index entries for the ``branch`` and ``commit`` filters of the runs API.
+
+Run IDs sort newest first (lakeFS's reverse-time IDs), so a prefix scan lists runs newest first.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+
+from mirror.errors import NotFoundError
+from mirror.kv.errors import KeyNotFoundError
+from mirror.kv.protocol import KV
+
+__all__ = [
+    "HookRunRecord",
+    "RunNotFoundError",
+    "RunRecord",
+    "RunStore",
+    "new_run_id",
+]
+
+_RUNS = b"actions/runs/"
+_BY_BRANCH = b"actions/branch/"
+_BY_COMMIT = b"actions/commit/"
+_B32 = "0123456789abcdefghijklmnopqrstuv"
+_NEVER = 1 << 64
+
+
+class RunNotFoundError(NotFoundError):
+    """No run (or hook run) of that ID."""
+
+
+def new_run_id(now_ns: int | None = None) -> str:
+    """Return a new run ID: 20 base32hex characters whose order is newest first.
+
+    The first 13 characters encode the time inverted (so a later run sorts first), the last 7
+    are random (runs started in the same nanosecond stay distinct).
+    """
+    value = _NEVER - 1 - (time.time_ns() if now_ns is None else now_ns)
+    digits = []
+    for _ in range(13):
+        digits.append(_B32[value & 31])
+        value >>= 5
+    tail = "".join(_B32[b & 31] for b in secrets.token_bytes(7))
+    return "".join(reversed(digits)) + tail
+
+
+@dataclass(frozen=True)
+class HookRunRecord:
+    """One hook's run.
+
+    Attributes:
+        hook_run_id: ``%04d_%04d`` of the action's and the hook's index.
+        action: The action's name.
+        hook_id: The hook's ID.
+        start_time: RFC 3339 UTC.
+        end_time: RFC 3339 UTC, ``""`` for a skipped hook.
+        status: ``completed``, ``failed`` or ``skipped``.
+        error: Why it failed (``""`` otherwise).
+    """
+
+    hook_run_id: str
+    action: str
+    hook_id: str
+    start_time: str
+    end_time: str = ""
+    status: str = "completed"
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run: the hooks an event triggered.
+
+    Attributes:
+        run_id: From :func:`new_run_id`.
+        repository: The repository's name.
+        event_type: The event, e.g. ``pre-commit``.
+        branch: The event's branch (``""`` for tag events).
+        source_ref: Where the action files were read.
+        commit_id: The event's commit (a pre-commit run gets it afterwards).
+        start_time: RFC 3339 UTC.
+        end_time: RFC 3339 UTC.
+        status: ``completed`` or ``failed``.
+        hooks: The hook runs, in ``hook_run_id`` order.
+    """
+
+    run_id: str
+    repository: str
+    event_type: str
+    branch: str
+    source_ref: str
+    commit_id: str
+    start_time: str
+    end_time: str
+    status: str
+    hooks: tuple[HookRunRecord, ...] = field(default_factory=tuple)
+
+    def encode(self) -> bytes:
+        """Return the KV encoding (JSON)."""
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> RunRecord:
+        """Read a record written by :meth:`encode`."""
+        doc = json.loads(raw)
+        hooks = tuple(HookRunRecord(**h) for h in doc.pop("hooks"))
+        return cls(**doc, hooks=hooks)
+
+
+def _key(prefix: bytes, *parts: str) -> bytes:
+    return prefix + "/".join(parts).encode()
+
+
+class RunStore:
+    """Run records in the KV.
+
+    Args:
+        kv: Shared by every server process.
+    """
+
+    def __init__(self, kv: KV) -> None:
+        self.kv = kv
+
+    def save(self, run: RunRecord) -> None:
+        """Store ``run`` and its index entries."""
+        items = [(_key(_RUNS, run.repository, run.run_id), run.encode())]
+        if run.branch:
+            items.append((_key(_BY_BRANCH, run.repository, run.branch, run.run_id), b""))
+        if run.commit_id:
+            items.append((_key(_BY_COMMIT, run.repository, run.commit_id, run.run_id), b""))
+        self.kv.set_many(items)
+
+    def set_commit(self, repository: str, run_id: str, commit_id: str) -> None:
+        """Fill in the commit of a pre-commit run once the commit exists."""
+        self.save(replace(self.get(repository, run_id), commit_id=commit_id))
+
+    def get(self, repository: str, run_id: str) -> RunRecord:
+        """Return a run.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        try:
+            return RunRecord.decode(self.kv.get(_key(_RUNS, repository, run_id)))
+        except KeyNotFoundError:
+            raise RunNotFoundError(f"not found: action run {run_id!r}") from None
+
+    def list(
+        self, repository: str, *, branch: str = "", commit: str = "", after: str = ""
+    ) -> Iterator[RunRecord]:
+        """Yield runs newest first, after the run ID ``after``, of one branch or commit."""
+        if branch or commit:
+            base = (
+                _key(_BY_BRANCH, repository, branch, "")
+                if branch
+                else _key(_BY_COMMIT, repository, commit, "")
+            )
+            start = base + after.encode() + b"\x00" if after else b""
+            for key, _ in self.kv.scan(base, start):
+                run_id = key[len(base) :].decode()
+                try:
+                    yield self.get(repository, run_id)
+                except RunNotFoundError:
+                    continue
+            return
+        base = _key(_RUNS, repository, "")
+        start = base + after.encode() + b"\x00" if after else b""
+        for _, raw in self.kv.scan(base, start):
+            yield RunRecord.decode(raw)

@@ -1,0 +1,280 @@
+"""The actions service: what the catalog calls around its writes (a :class:`Hooks`).
+
+For each event it reads the action files at the event's ``source_ref``, keeps those whose
+``on`` filters match, and runs them (pkg/actions/service.go): actions in parallel, the hooks of
+one action in order, a hook after a failure only when its ``if`` is ``failure()``. A run is
+recorded only when some action matched: its record in the KV (:mod:`mirror.actions.runs`), each
+hook's output log in the repository's namespace at
+``_lakefs/actions/log/<run>/<hook_run_id>.log`` next to ``run.manifest``.
+
+Pre-event hooks run in the caller's thread and abort the operation on failure. Post-event hooks
+run on a small thread pool after the operation returns; their failures are only recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from mirror.actions.model import ACTIONS_PREFIX, Action, ActionFileError, parse_action
+from mirror.actions.runs import (
+    HookRunRecord,
+    RunNotFoundError,
+    RunRecord,
+    RunStore,
+    new_run_id,
+)
+from mirror.actions.webhook import call_hook
+from mirror.core.hooks import HookAbortError, HookEvent, HookRun
+from mirror.errors import LakeMirrorError
+
+if TYPE_CHECKING:
+    from mirror.core.catalog import Catalog
+
+__all__ = ["LOG_PREFIX", "ActionsService", "event_payload", "log_key"]
+
+log = logging.getLogger(__name__)
+
+LOG_PREFIX = "_lakefs/actions/log/"
+"""Where, in a repository's namespace, the hook output logs of each run are."""
+
+
+def log_key(run_id: str, hook_run_id: str) -> str:
+    """Return the namespace key of a hook run's output log."""
+    return f"{LOG_PREFIX}{run_id}/{hook_run_id}.log"
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def event_payload(event: HookEvent, action: str, hook_id: str, when: float) -> dict[str, Any]:
+    """Return lakeFS's webhook payload (pkg/actions/event.go): empty fields are left out."""
+    payload: dict[str, Any] = {
+        "event_type": event.event_type,
+        "event_time": _rfc3339(when),
+        "action_name": action,
+        "hook_id": hook_id,
+        "repository_id": event.repository,
+    }
+    optional: dict[str, Any] = {
+        "branch_id": event.branch_id,
+        "source_ref": event.source_ref,
+        "tag_id": event.tag_id,
+        "commit_id": event.commit_id,
+        "commit_message": event.commit_message,
+        "committer": event.committer,
+        "commit_metadata": dict(event.commit_metadata),
+        "merge_source": event.merge_source,
+    }
+    payload.update({k: v for k, v in optional.items() if v})
+    return payload
+
+
+class ActionsService:
+    """Runs lakeFS actions for a catalog's events and records the runs.
+
+    Args:
+        catalog: Where the action files, the run records and the logs are.
+        env_prefix: Only environment variables with this prefix may appear in hook properties.
+        environ: The environment substituted into ``{{ ENV.X }}`` (the process's by default).
+        post_workers: Threads running post-event hooks.
+        clock: Returns the current time in seconds.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        env_prefix: str = "LAKEFSACTION_",
+        environ: Mapping[str, str] | None = None,
+        post_workers: int = 4,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.catalog = catalog
+        self.runs = RunStore(catalog.kv)
+        self.env_prefix = env_prefix
+        self.environ = os.environ if environ is None else environ
+        self.clock = clock
+        self._post_pool = ThreadPoolExecutor(post_workers, thread_name_prefix="post-hooks")
+
+    # the Hooks protocol
+
+    def pre(self, event: HookEvent) -> HookRun:
+        """Run the pre-event hooks of ``event``; raise if one failed.
+
+        Raises:
+            HookAbortError: a hook failed (412).
+            ActionFileError: an action file is invalid (500; no run recorded).
+        """
+        run = self.run(event)
+        if run is None:
+            return HookRun()
+        if run.status == "failed":
+            failures = tuple(
+                (h.hook_run_id, h.action, h.hook_id, h.error)
+                for h in run.hooks
+                if h.status == "failed"
+            )
+            raise HookAbortError(event.event_type, run.run_id, failures)
+        return HookRun(run.run_id)
+
+    def post(self, event: HookEvent, pre: HookRun | None = None) -> None:
+        """Record the new commit on the pre-commit run, then start the post-event hooks."""
+        if pre is not None and pre.run_id and event.commit_id:
+            try:
+                run = self.runs.get(event.repository, pre.run_id)
+                if not run.commit_id:
+                    self.runs.set_commit(event.repository, pre.run_id, event.commit_id)
+            except LakeMirrorError as exc:
+                log.warning("could not record the commit of run %s: %s", pre.run_id, exc)
+        self._post_pool.submit(self._run_post, event)
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the post-event pool (waiting for the hooks already started)."""
+        self._post_pool.shutdown(wait=wait)
+
+    # running
+
+    def _run_post(self, event: HookEvent) -> None:
+        try:
+            run = self.run(event)
+        except Exception as exc:  # a background hook must never take its thread down
+            log.warning("%s hooks of %s not run: %s", event.event_type, event.repository, exc)
+            return
+        if run is not None and run.status == "failed":
+            log.warning(
+                "%s hooks of %s failed, run %s", event.event_type, event.repository, run.run_id
+            )
+
+    def load(self, repository: str, ref: str) -> list[Action]:
+        """Return the actions at ``ref`` (every object directly under ``_lakefs_actions/``).
+
+        Raises:
+            ActionFileError: a file is invalid, or two actions share a name.
+        """
+        actions: list[Action] = []
+        after = ""
+        while True:
+            page = self.catalog.list_objects(
+                repository, ref, ACTIONS_PREFIX, after=after, amount=1000, delimiter="/"
+            )
+            for obj in page.objects:
+                data = self.catalog.read_object(repository, ref, obj.path)
+                actions.append(parse_action(obj.path, data))
+            if not page.has_more:
+                break
+            after = page.next_offset
+        names: set[str] = set()
+        for action in actions:
+            if action.name in names:
+                raise ActionFileError(
+                    f"action file {action.source!r}: action name {action.name!r} is not unique"
+                )
+            names.add(action.name)
+        return actions
+
+    def run(self, event: HookEvent) -> RunRecord | None:
+        """Run the actions ``event`` matches and record the run (``None``: nothing matched).
+
+        Raises:
+            ActionFileError: an action file is invalid (no run recorded).
+        """
+        matched = [a for a in self.load(event.repository, event.source_ref) if a.matches(event)]
+        if not matched:
+            return None
+        run_id = new_run_id()
+        start = self.clock()
+        if len(matched) == 1:
+            results = [self._run_action(event, run_id, 0, matched[0])]
+        else:
+            with ThreadPoolExecutor(len(matched), thread_name_prefix="hooks") as pool:
+                futures = [
+                    pool.submit(self._run_action, event, run_id, i, a)
+                    for i, a in enumerate(matched)
+                ]
+                results = [f.result() for f in futures]
+        hooks = tuple(h for action_hooks in results for h in action_hooks)
+        failed = any(h.status == "failed" for h in hooks)
+        record = RunRecord(
+            run_id=run_id,
+            repository=event.repository,
+            event_type=event.event_type,
+            branch=event.branch_id,
+            source_ref=event.source_ref,
+            commit_id=event.commit_id,
+            start_time=_rfc3339(start),
+            end_time=_rfc3339(self.clock()),
+            status="failed" if failed else "completed",
+            hooks=hooks,
+        )
+        self.runs.save(record)
+        self._write(event.repository, f"{LOG_PREFIX}{run_id}/run.manifest", _manifest(record))
+        return record
+
+    def _run_action(
+        self, event: HookEvent, run_id: str, index: int, action: Action
+    ) -> list[HookRunRecord]:
+        out: list[HookRunRecord] = []
+        failed = False
+        for j, hook in enumerate(action.hooks):
+            hook_run_id = f"{index:04d}_{j:04d}"
+            start = self.clock()
+            wanted = failed if hook.condition == "failure()" else not failed
+            if not wanted:
+                out.append(
+                    HookRunRecord(hook_run_id, action.name, hook.id, _rfc3339(start), "", "skipped")
+                )
+                continue
+            payload = event_payload(event, action.name, hook.id, start)
+            outcome = call_hook(hook, payload, env_prefix=self.env_prefix, environ=self.environ)
+            self._write(event.repository, log_key(run_id, hook_run_id), outcome.log.encode())
+            status = "failed" if outcome.error else "completed"
+            failed = failed or bool(outcome.error)
+            out.append(
+                HookRunRecord(
+                    hook_run_id,
+                    action.name,
+                    hook.id,
+                    _rfc3339(start),
+                    _rfc3339(self.clock()),
+                    status,
+                    outcome.error,
+                )
+            )
+        return out
+
+    def _write(self, repository: str, key: str, data: bytes) -> None:
+        try:
+            repo = self.catalog.get_repository(repository)
+            self.catalog.block_store(repo).put(key, data)
+        except LakeMirrorError as exc:
+            # the run is recorded in the KV all the same; only its output is lost
+            log.warning("could not write %s of %s: %s", key, repository, exc)
+
+    def read_output(self, repository: str, run_id: str, hook_run_id: str) -> bytes:
+        """Return a hook run's output log (empty for a skipped hook).
+
+        Raises:
+            RunNotFoundError: no such run or hook run.
+        """
+        run = self.runs.get(repository, run_id)
+        hook = next((h for h in run.hooks if h.hook_run_id == hook_run_id), None)
+        if hook is None:
+            raise RunNotFoundError(f"not found: hook run {hook_run_id!r} of run {run_id!r}")
+        if hook.status == "skipped":
+            return b""
+        repo = self.catalog.get_repository(repository)
+        return self.catalog.block_store(repo).get(log_key(run_id, hook_run_id))
+
+
+def _manifest(run: RunRecord) -> bytes:
+    doc = asdict(run)
+    return json.dumps(doc, indent=2).encode()

@@ -1,0 +1,189 @@
+"""Calling a hook: lakeFS's webhook and airflow hooks over HTTP, and their output log.
+
+A webhook POSTs the event's JSON payload to its ``url`` with its query parameters and headers;
+any 2xx succeeds (pkg/actions/webhook.go). An airflow hook triggers a DAG run:
+``POST {url}/api/v1/dags/{dag_id}/dagRuns`` with basic auth and the payload under
+``conf.lakeFS_event``; only 200 succeeds (pkg/actions/airflow.go). Values written
+``{{ ENV.NAME }}`` take the environment variable ``NAME`` (only names with the configured prefix),
+and are masked in the output log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from mirror.actions.model import ActionHook
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "HookConfigError",
+    "HookOutcome",
+    "call_hook",
+    "parse_duration",
+]
+
+DEFAULT_TIMEOUT = 60.0
+"""A hook's timeout when its ``timeout`` property is absent (lakeFS: 1 minute)."""
+
+_ENV = re.compile(r"\{\{\s*ENV\.(\w+)\s*\}\}")
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_MASK = "******"
+
+
+class HookConfigError(ValueError):
+    """A hook's properties are unusable (a bad duration, an unknown environment variable)."""
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """What calling a hook gave.
+
+    Attributes:
+        error: ``""`` on success, else lakeFS's text (``action failed: ...``).
+        log: The output log (request and response, secrets masked).
+    """
+
+    error: str
+    log: str
+
+
+def parse_duration(text: str) -> float:
+    """Return the seconds of a Go duration (``1m30s``, ``500ms``, ``2h``).
+
+    Raises:
+        HookConfigError: ``text`` is not a Go duration.
+    """
+    value = text.strip()
+    if value in ("0", ""):
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(value):
+        m = _DURATION.match(value, pos)
+        if m is None:
+            raise HookConfigError(f"time: invalid duration {text!r}")
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    return total
+
+
+class _Secrets:
+    """Substitutes ``{{ ENV.X }}`` and remembers the values to mask."""
+
+    def __init__(self, prefix: str, environ: Mapping[str, str]) -> None:
+        self.prefix = prefix
+        self.environ = environ
+        self.values: set[str] = set()
+
+    def expand(self, text: str) -> str:
+        def one(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if not name.startswith(self.prefix):
+                raise HookConfigError(
+                    f"environment variable {name!r} is not allowed (prefix {self.prefix!r})"
+                )
+            if name not in self.environ:
+                raise HookConfigError(f"environment variable {name!r} not found")
+            value = self.environ[name]
+            if value:
+                self.values.add(value)
+            return value
+
+        return _ENV.sub(one, text)
+
+    def mask(self, text: str) -> str:
+        for value in sorted(self.values, key=len, reverse=True):
+            text = text.replace(value, _MASK)
+        return text
+
+
+def _query(raw: object) -> list[tuple[str, str]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        raise HookConfigError("'query_params' must be a mapping")
+    out: list[tuple[str, str]] = []
+    for key, value in raw.items():
+        values = value if isinstance(value, list) else [value]
+        out.extend((str(key), str(v)) for v in values)
+    return out
+
+
+def call_hook(
+    hook: ActionHook,
+    payload: Mapping[str, Any],
+    *,
+    env_prefix: str,
+    environ: Mapping[str, str] | None = None,
+) -> HookOutcome:
+    """Call ``hook`` with the event ``payload``; never raises.
+
+    Args:
+        hook: A webhook or airflow hook.
+        payload: lakeFS's event JSON (see :func:`mirror.actions.service.event_payload`).
+        env_prefix: Only environment variables starting with it may be substituted.
+        environ: The environment (the process's by default).
+    """
+    secrets = _Secrets(env_prefix, os.environ if environ is None else environ)
+    lines: list[str] = []
+    try:
+        props = hook.properties
+        timeout = parse_duration(str(props.get("timeout") or "")) or DEFAULT_TIMEOUT
+        if hook.type == "airflow":
+            url = secrets.expand(str(props["url"])).rstrip("/")
+            url = f"{url}/api/v1/dags/{secrets.expand(str(props['dag_id']))}/dagRuns"
+            conf = dict(props.get("dag_conf") or {})
+            conf["lakeFS_event"] = payload
+            body = json.dumps({"conf": conf}).encode()
+            auth = (secrets.expand(str(props["username"])), secrets.expand(str(props["password"])))
+            headers = {"Content-Type": "application/json"}
+            params: list[tuple[str, str]] = []
+        else:
+            url = secrets.expand(str(props["url"]))
+            body = json.dumps(payload).encode()
+            raw_headers = props.get("headers") or {}
+            if not isinstance(raw_headers, dict):
+                raise HookConfigError("'headers' must be a mapping")
+            headers = {str(k): secrets.expand(str(v)) for k, v in raw_headers.items()}
+            headers["Content-Type"] = "application/json"
+            params = [(k, secrets.expand(v)) for k, v in _query(props.get("query_params"))]
+            auth = None
+    except HookConfigError as exc:
+        return HookOutcome(f"action failed: {exc}", f"Configuration error: {exc}\n")
+    lines.append("Request:")
+    request = httpx.Request("POST", url, params=tuple(params), headers=headers, content=body)
+    lines.append(f"POST {request.url}")
+    lines.extend(f"{k}: {v}" for k, v in headers.items())
+    lines.append("")
+    lines.append(body.decode())
+    lines.append("")
+    error = ""
+    try:
+        with httpx.Client(timeout=timeout, auth=auth, follow_redirects=False) as client:
+            response = client.send(request)
+        lines.append("Response:")
+        lines.append(f"{response.status_code} {response.reason_phrase}")
+        lines.extend(f"{k}: {v}" for k, v in response.headers.items())
+        lines.append("")
+        lines.append(response.text)
+        good = response.status_code == 200 if hook.type == "airflow" else response.is_success
+        if not good:
+            what = "webhook" if hook.type == "webhook" else "airflow"
+            error = f"action failed: {what} request failed (status code: {response.status_code})"
+    except httpx.TimeoutException:
+        error = (
+            f'action failed: Post "{url}": context deadline exceeded '
+            "(Client.Timeout exceeded while awaiting headers)"
+        )
+        lines.append(f"Error: {error}")
+    except httpx.HTTPError as exc:
+        error = f'action failed: Post "{url}": {exc}'
+        lines.append(f"Error: {error}")
+    return HookOutcome(secrets.mask(error), secrets.mask("\n".join(lines) + "\n"))

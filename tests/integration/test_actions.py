@@ -1,0 +1,436 @@
+"""lakeFS actions against a live server process, through the official SDK.
+
+A stdlib HTTP server on 127.0.0.1 (in a thread) receives the webhooks and records them; its
+path decides the answer: ``/ok`` 200, ``/fail`` 500, ``/slow`` answers only after the hook's
+timeout. Each test makes its own repository, so its action files and runs are its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import lakefs_sdk
+import pytest
+from lakefs_sdk.exceptions import ApiException
+
+from tests.integration.harness import Server, running_server, unique
+
+KEY = ("AKIAACTIONS000000001", "actions-secret-key-00000000000000000000")
+HEADER_SECRET = "s3cr3t-header-value-91"
+DEADLINE = 20.0
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+RUN_ID = re.compile(r"^[0-9a-v]{20}$")
+
+
+@dataclass
+class Call:
+    """One request the webhook server received."""
+
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class Receiver:
+    """The webhook server: where it listens and what it received."""
+
+    url: str
+    calls: list[Call] = field(default_factory=list)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def of(self, repository: str) -> list[Call]:
+        with self.changed:
+            return [c for c in self.calls if c.body.get("repository_id") == repository]
+
+    def wait_for(self, repository: str, done: Callable[[list[Call]], bool]) -> list[Call]:
+        deadline = time.monotonic() + DEADLINE
+        with self.changed:
+            while True:
+                found = [c for c in self.calls if c.body.get("repository_id") == repository]
+                if done(found):
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    pytest.fail(f"webhooks of {repository} never arrived; got {found}")
+                self.changed.wait(left)
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    state = Receiver("")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            parts = urlsplit(self.path)
+            with state.changed:
+                state.calls.append(
+                    Call(parts.path, parse_qs(parts.query), dict(self.headers.items()), body)
+                )
+                state.changed.notify_all()
+            if parts.path == "/slow":
+                # held until the hook has given up (its timeout is 1 s)
+                state.release.wait(5.0)
+            status = 500 if parts.path == "/fail" else 200
+            self.send_response(status)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        yield state
+    finally:
+        state.release.set()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("actions") / "data"
+    env = {"LAKEFSACTION_HEADER": HEADER_SECRET, "OTHER_SECRET": "never-used"}
+    with running_server(
+        data, data.parent / "server.log", access_key_id=KEY[0], secret_access_key=KEY[1], env=env
+    ) as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def sdk(server: Server) -> lakefs_sdk.ApiClient:
+    configuration = lakefs_sdk.Configuration(
+        host=f"{server.url}/api/v1", username=KEY[0], password=KEY[1]
+    )
+    return lakefs_sdk.ApiClient(configuration)
+
+
+@dataclass
+class Repo:
+    """A repository of one test and the SDK's APIs."""
+
+    name: str
+    sdk: lakefs_sdk.ApiClient
+    http: httpx.Client
+
+    @property
+    def objects(self) -> lakefs_sdk.ObjectsApi:
+        return lakefs_sdk.ObjectsApi(self.sdk)
+
+    @property
+    def commits(self) -> lakefs_sdk.CommitsApi:
+        return lakefs_sdk.CommitsApi(self.sdk)
+
+    @property
+    def branches(self) -> lakefs_sdk.BranchesApi:
+        return lakefs_sdk.BranchesApi(self.sdk)
+
+    @property
+    def tags(self) -> lakefs_sdk.TagsApi:
+        return lakefs_sdk.TagsApi(self.sdk)
+
+    @property
+    def actions(self) -> lakefs_sdk.ActionsApi:
+        return lakefs_sdk.ActionsApi(self.sdk)
+
+    def put(self, branch: str, path: str, data: str) -> None:
+        answer = self.http.post(
+            f"/repositories/{self.name}/branches/{branch}/objects",
+            params={"path": path},
+            content=data.encode(),
+        )
+        assert answer.status_code == 201, answer.text
+
+    def commit(self, branch: str, message: str, **metadata: str) -> lakefs_sdk.Commit:
+        creation = lakefs_sdk.CommitCreation(message=message, metadata=metadata or None)
+        return self.commits.commit(self.name, branch, creation)
+
+    def head(self, branch: str) -> str:
+        return str(self.branches.get_branch(self.name, branch).commit_id)
+
+    def runs(self, **filters: str) -> list[lakefs_sdk.ActionRun]:
+        return list(self.actions.list_repository_runs(self.name, **filters).results)
+
+    def wait_runs(self, count: int) -> list[lakefs_sdk.ActionRun]:
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            found = self.runs()
+            if len(found) >= count:
+                return found
+            if time.monotonic() > deadline:
+                pytest.fail(f"{count} runs expected, found {found}")
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def http(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=f"{server.url}/api/v1", auth=KEY, timeout=30.0) as client:
+        yield client
+
+
+@pytest.fixture
+def repo(server: Server, sdk: lakefs_sdk.ApiClient, http: httpx.Client) -> Repo:
+    name = unique("actions")
+    creation = lakefs_sdk.RepositoryCreation(
+        name=name, storage_namespace=server.namespace(name), default_branch="main"
+    )
+    lakefs_sdk.RepositoriesApi(sdk).create_repository(creation)
+    return Repo(name, sdk, http)
+
+
+def _action(name: str, on: str, hooks: str) -> str:
+    return f"name: {name}\non:\n{on}\nhooks:\n{hooks}"
+
+
+def _webhook(hook_id: str, url: str, extra: str = "", condition: str = "") -> str:
+    text = f"  - id: {hook_id}\n    type: webhook\n"
+    if condition:
+        text += f"    if: {condition}\n"
+    text += f"    properties:\n      url: {url}\n"
+    return text + extra
+
+
+def test_pre_merge_hook_that_rejects_blocks_the_merge(repo: Repo, receiver: Receiver) -> None:
+    action = _action(
+        "Reject merges",
+        "  pre-merge:\n    branches: [main, 'release-*']",
+        _webhook("deny", f"{receiver.url}/fail"),
+    )
+    repo.put("main", "_lakefs_actions/reject.yaml", action)
+    repo.commit("main", "add the action")
+    repo.branches.create_branch(repo.name, lakefs_sdk.BranchCreation(name="dev", source="main"))
+    repo.put("dev", "data/a", "1")
+    dev_head = repo.commit("dev", "data").id
+    before = repo.head("main")
+    with pytest.raises(ApiException) as caught:
+        lakefs_sdk.RefsApi(repo.sdk).merge_into_branch(repo.name, "dev", "main")
+    assert caught.value.status == 412
+    message = json.loads(caught.value.body)["message"]
+    run_id = repo.runs()[0].run_id
+    assert message == (
+        f"update branch main: pre-merge hook aborted, run id '{run_id}': 1 error occurred:\n"
+        "\t* hook run id '0000_0000' failed on action 'Reject merges' hook 'deny': "
+        "action failed: webhook request failed (status code: 500)\n\n"
+    )
+    assert repo.head("main") == before
+    (call,) = receiver.of(repo.name)
+    assert call.body["event_type"] == "pre-merge"
+    assert call.body["branch_id"] == "main"
+    assert call.body["source_ref"] == dev_head
+    assert call.body["merge_source"] == "dev"
+    assert call.body["commit_message"] == "Merge 'dev' into 'main'"
+    assert call.body["commit_metadata"] == {".lakefs.merge.strategy": "default"}
+    # the merge commit the hook was told about was never stored
+    with pytest.raises(ApiException) as missing:
+        repo.commits.get_commit(repo.name, call.body["commit_id"])
+    assert missing.value.status == 404
+    run = repo.actions.get_run(repo.name, run_id)
+    assert (run.status, run.event_type, run.branch) == ("failed", "pre-merge", "main")
+
+
+def test_commit_payloads_query_params_and_env_headers(repo: Repo, receiver: Receiver) -> None:
+    extra = (
+        "      timeout: 10s\n"
+        "      query_params: {a: x, b: [y, z]}\n"
+        "      headers: {X-Token: '{{ ENV.LAKEFSACTION_HEADER }}', X-Plain: plain}\n"
+    )
+    action = _action(
+        "Notify commits",
+        "  pre-commit:\n  post-commit:",
+        _webhook("tell", f"{receiver.url}/ok", extra),
+    )
+    repo.put("main", "_lakefs_actions/notify.yaml", action)
+    commit = repo.commit("main", "first", owner="data-team")
+    calls = receiver.wait_for(repo.name, lambda c: len(c) == 2)
+    pre, post = sorted(calls, key=lambda c: c.body["event_type"] != "pre-commit")
+    assert set(pre.body) == {
+        "event_type", "event_time", "action_name", "hook_id", "repository_id",
+        "branch_id", "source_ref", "commit_message", "committer", "commit_metadata",
+    }  # fmt: skip
+    assert pre.body["event_type"] == "pre-commit"
+    assert RFC3339.match(pre.body["event_time"])
+    assert pre.body["action_name"] == "Notify commits"
+    assert pre.body["hook_id"] == "tell"
+    assert pre.body["repository_id"] == repo.name
+    assert pre.body["branch_id"] == "main"
+    assert pre.body["source_ref"] == "main"
+    assert pre.body["commit_message"] == "first"
+    assert pre.body["committer"] == commit.committer
+    assert pre.body["commit_metadata"] == {"owner": "data-team"}
+    assert post.body == {
+        "event_type": "post-commit",
+        "event_time": post.body["event_time"],
+        "action_name": "Notify commits",
+        "hook_id": "tell",
+        "repository_id": repo.name,
+        "branch_id": "main",
+        "source_ref": commit.id,
+        "commit_id": commit.id,
+        "commit_message": "first",
+        "committer": commit.committer,
+        "commit_metadata": {"owner": "data-team"},
+    }
+    for call in (pre, post):
+        assert call.query == {"a": ["x"], "b": ["y", "z"]}
+        assert call.headers["X-Token"] == HEADER_SECRET
+        assert call.headers["X-Plain"] == "plain"
+        assert call.headers["Content-Type"] == "application/json"
+    runs = repo.wait_runs(2)
+    # newest first; the pre-commit run got the new commit's ID afterwards
+    assert [r.event_type for r in runs] == ["post-commit", "pre-commit"]
+    assert all(r.commit_id == commit.id and r.status == "completed" for r in runs)
+    output = repo.actions.get_run_hook_output(repo.name, runs[1].run_id, "0000_0000")
+    assert b"X-Plain: plain" in output and b"******" in output
+    assert HEADER_SECRET.encode() not in output
+
+
+def test_branch_and_tag_events(repo: Repo, receiver: Receiver) -> None:
+    events = (
+        "pre-create-branch", "post-create-branch", "pre-delete-branch", "post-delete-branch",
+        "pre-create-tag", "post-create-tag", "pre-delete-tag", "post-delete-tag",
+    )  # fmt: skip
+    on = "\n".join(f"  {e}:" for e in events)
+    repo.put(
+        "main",
+        "_lakefs_actions/refs.yaml",
+        _action("Refs", on, _webhook("refs", f"{receiver.url}/ok")),
+    )
+    head = repo.commit("main", "actions").id
+    repo.branches.create_branch(repo.name, lakefs_sdk.BranchCreation(name="feature", source="main"))
+    repo.tags.create_tag(repo.name, lakefs_sdk.TagCreation(id="v1", ref="main"))
+    repo.tags.delete_tag(repo.name, "v1")
+    repo.branches.delete_branch(repo.name, "feature")
+    calls = receiver.wait_for(repo.name, lambda c: len(c) == 8)
+    by_type = {c.body["event_type"]: c.body for c in calls}
+    assert set(by_type) == set(events)
+    for kind in ("pre-create-branch", "post-create-branch"):
+        body = by_type[kind]
+        assert (body["branch_id"], body["source_ref"], body["commit_id"]) == (
+            "feature",
+            "main",
+            head,
+        )
+    for kind in ("pre-delete-branch", "post-delete-branch"):
+        body = by_type[kind]
+        assert (body["branch_id"], body["source_ref"]) == ("feature", head)
+        assert "commit_id" not in body
+    for kind in ("pre-create-tag", "post-create-tag", "pre-delete-tag", "post-delete-tag"):
+        body = by_type[kind]
+        assert (body["tag_id"], body["source_ref"], body["commit_id"]) == ("v1", head, head)
+        assert "branch_id" not in body
+    assert {r.event_type for r in repo.wait_runs(8)} == set(events)
+
+
+def test_runs_api_listing_filters_and_hooks(repo: Repo, receiver: Receiver) -> None:
+    hooks = (
+        _webhook("first", f"{receiver.url}/fail")
+        + _webhook("after_failure", f"{receiver.url}/ok", condition="failure()")
+        + _webhook("skipped", f"{receiver.url}/ok")
+    )
+    action = _action("Post", "  post-commit:\n    branches: [main]", hooks)
+    repo.put("main", "_lakefs_actions/post.yaml", action)
+    first = repo.commit("main", "one")
+    repo.put("main", "x", "1")
+    second = repo.commit("main", "two")
+    runs = repo.wait_runs(2)
+    assert [r.commit_id for r in runs] == [second.id, first.id]
+    assert all(RUN_ID.match(r.run_id) for r in runs)
+    assert runs[0].run_id < runs[1].run_id
+    assert all(r.status == "failed" and r.branch == "main" for r in runs)
+    assert [r.commit_id for r in repo.runs(commit=first.id)] == [first.id]
+    assert len(repo.runs(branch="main")) == 2
+    assert repo.runs(branch="other") == []
+    page = repo.actions.list_repository_runs(repo.name, amount=1)
+    assert page.pagination.has_more and page.pagination.next_offset == runs[0].run_id
+    rest = repo.actions.list_repository_runs(repo.name, after=page.pagination.next_offset)
+    assert [r.run_id for r in rest.results] == [runs[1].run_id]
+    with pytest.raises(ApiException) as conflict:
+        repo.runs(branch="main", commit=first.id)
+    assert conflict.value.status == 400
+    assert "parameters conflict" in json.loads(conflict.value.body)["message"]
+    with pytest.raises(ApiException) as missing:
+        repo.actions.get_run(repo.name, "0" * 20)
+    assert missing.value.status == 404
+    found = repo.actions.list_run_hooks(repo.name, runs[0].run_id).results
+    assert [(h.hook_run_id, h.hook_id, h.status) for h in found] == [
+        ("0000_0000", "first", "failed"),
+        ("0000_0001", "after_failure", "completed"),
+        ("0000_0002", "skipped", "failed"),
+    ]
+    assert all(h.action == "Post" for h in found)
+    assert found[2].end_time is None and found[0].end_time is not None
+    output = repo.actions.get_run_hook_output_with_http_info(repo.name, runs[0].run_id, "0000_0000")
+    assert output.headers is not None
+    assert output.headers["Content-Disposition"] == "attachment; filename=0000_0000.log"
+    assert b"500" in output.data
+    assert repo.actions.get_run_hook_output(repo.name, runs[0].run_id, "0000_0002") == b""
+
+
+def test_invalid_action_file_fails_the_operation(repo: Repo) -> None:
+    repo.put("main", "_lakefs_actions/bad.yaml", "name: Bad\non:\n  pre-commit:\nhooks: []\n")
+    with pytest.raises(ApiException) as caught:
+        repo.commit("main", "bad")
+    assert caught.value.status == 500
+    assert "'hooks' is required" in json.loads(caught.value.body)["message"]
+    lua = "name: Lua\non:\n  pre-commit:\nhooks:\n  - id: lua_hook\n    type: lua\n"
+    repo.put("main", "_lakefs_actions/bad.yaml", lua)
+    with pytest.raises(ApiException) as refused:
+        repo.commit("main", "lua")
+    assert refused.value.status == 500
+    assert "lua hooks are not supported" in json.loads(refused.value.body)["message"]
+    assert repo.runs() == []
+
+
+def test_timeout_aborts_with_412(repo: Repo, receiver: Receiver) -> None:
+    action = _action(
+        "Slow", "  pre-commit:", _webhook("wait", f"{receiver.url}/slow", "      timeout: 1s\n")
+    )
+    repo.put("main", "_lakefs_actions/slow.yaml", action)
+    before = repo.head("main")
+    with pytest.raises(ApiException) as caught:
+        repo.commit("main", "slow")
+    assert caught.value.status == 412
+    message = json.loads(caught.value.body)["message"]
+    assert message.startswith("pre-commit hook aborted, run id '")
+    assert "context deadline exceeded" in message
+    assert repo.head("main") == before
+    assert repo.runs()[0].status == "failed"
+
+
+def test_post_hook_failure_does_not_fail_the_operation(repo: Repo, receiver: Receiver) -> None:
+    action = _action("Post fails", "  post-commit:", _webhook("fails", f"{receiver.url}/fail"))
+    repo.put("main", "_lakefs_actions/post.yaml", action)
+    commit = repo.commit("main", "post")
+    assert repo.head("main") == commit.id
+    (run,) = repo.wait_runs(1)
+    assert (run.event_type, run.status, run.commit_id) == ("post-commit", "failed", commit.id)
+
+
+def test_env_outside_prefix_fails_the_hook(repo: Repo, receiver: Receiver, tmp_path: Path) -> None:
+    extra = "      headers: {X-Token: '{{ ENV.OTHER_SECRET }}'}\n"
+    action = _action("Env", "  pre-commit:", _webhook("env", f"{receiver.url}/ok", extra))
+    repo.put("main", "_lakefs_actions/env.yaml", action)
+    with pytest.raises(ApiException) as caught:
+        repo.commit("main", "env")
+    assert caught.value.status == 412
+    assert "'OTHER_SECRET' is not allowed" in json.loads(caught.value.body)["message"]
+    assert receiver.of(repo.name) == []

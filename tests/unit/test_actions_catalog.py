@@ -1,0 +1,103 @@
+"""The catalog's hook calls: which events each write announces, and aborts leave nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirror.core import open_memory
+from mirror.core.catalog import Catalog
+from mirror.core.errors import RepositoryReadOnlyError
+from mirror.core.hooks import HookAbortError, HookEvent, HookRun
+
+
+class Recorder:
+    """Hooks that record every event and fail the pre-events named in ``fail``."""
+
+    def __init__(self, fail: tuple[str, ...] = ()) -> None:
+        self.events: list[HookEvent] = []
+        self.fail = fail
+
+    def pre(self, event: HookEvent) -> HookRun:
+        self.events.append(event)
+        if event.event_type in self.fail:
+            raise HookAbortError(event.event_type, "run", (("0000_0000", "A", "h", "no"),))
+        return HookRun("run")
+
+    def post(self, event: HookEvent, pre: HookRun | None = None) -> None:
+        self.events.append(event)
+
+
+@pytest.fixture
+def catalog() -> Catalog:
+    found = open_memory()
+    found.create_repository("repo", "mem://repo")
+    found.upload_object("repo", "main", "a", b"1")
+    found.commit("repo", "main", "a")
+    return found
+
+
+def _types(recorder: Recorder) -> list[str]:
+    return [e.event_type for e in recorder.events]
+
+
+def test_every_write_announces_its_events(catalog: Catalog) -> None:
+    hooks = Recorder()
+    catalog.hooks = hooks
+    catalog.create_branch("repo", "dev", "main")
+    catalog.upload_object("repo", "dev", "b", b"2")
+    picked = catalog.commit("repo", "dev", "b", committer="c", metadata={"k": "v"}).commit
+    merged = catalog.merge("repo", "dev", "main").commit
+    catalog.revert("repo", "main", merged.id, parent_number=1)
+    catalog.cherry_pick("repo", "main", picked.id)
+    catalog.create_tag("repo", "v1", "main")
+    catalog.delete_tag("repo", "v1")
+    catalog.delete_branch("repo", "dev")
+    assert _types(hooks) == [
+        "pre-create-branch", "post-create-branch", "pre-commit", "post-commit",
+        "pre-merge", "post-merge", "pre-revert", "post-revert",
+        "pre-cherry-pick", "post-cherry-pick", "pre-create-tag", "post-create-tag",
+        "pre-delete-tag", "post-delete-tag", "pre-delete-branch", "post-delete-branch",
+    ]  # fmt: skip
+    by_type = {e.event_type: e for e in hooks.events}
+    pre_commit, post_commit = by_type["pre-commit"], by_type["post-commit"]
+    assert (pre_commit.branch_id, pre_commit.source_ref, pre_commit.commit_id) == ("dev", "dev", "")
+    assert (pre_commit.committer, dict(pre_commit.commit_metadata)) == ("c", {"k": "v"})
+    assert (post_commit.source_ref, post_commit.commit_id) == (picked.id, picked.id)
+    pre_merge = by_type["pre-merge"]
+    assert (pre_merge.branch_id, pre_merge.merge_source) == ("main", "dev")
+    assert (pre_merge.source_ref, pre_merge.commit_id) == (picked.id, merged.id)
+    assert by_type["post-merge"].commit_id == merged.id
+
+
+def test_a_failing_pre_hook_leaves_nothing(catalog: Catalog) -> None:
+    catalog.create_branch("repo", "dev", "main")
+    catalog.upload_object("repo", "dev", "b", b"2")
+    catalog.commit("repo", "dev", "b")
+    head = catalog.get_branch("repo", "main").commit_id
+    hooks = Recorder(fail=("pre-merge", "pre-create-tag", "pre-create-branch", "pre-commit"))
+    catalog.hooks = hooks
+    with pytest.raises(HookAbortError) as caught:
+        catalog.merge("repo", "dev", "main")
+    assert str(caught.value).startswith("update branch main: pre-merge hook aborted")
+    assert catalog.get_branch("repo", "main").commit_id == head
+    assert list(catalog.list_tags("repo")) == []
+    with pytest.raises(HookAbortError):
+        catalog.create_tag("repo", "v1", "main")
+    assert list(catalog.list_tags("repo")) == []
+    with pytest.raises(HookAbortError):
+        catalog.create_branch("repo", "other", "main")
+    assert not catalog.branch_exists("repo", "other")
+    catalog.upload_object("repo", "main", "c", b"3")
+    with pytest.raises(HookAbortError):
+        catalog.commit("repo", "main", "c")
+    assert catalog.get_branch("repo", "main").commit_id == head
+    assert all(e.event_type.startswith("pre-") for e in hooks.events)
+
+
+def test_read_only_repositories_run_no_hooks(catalog: Catalog) -> None:
+    catalog.create_repository("copy", "mem://copy", read_only=True, mirror_of="repo", bare=True)
+    hooks = Recorder(fail=("pre-create-branch",))
+    catalog.hooks = hooks
+    with pytest.raises(RepositoryReadOnlyError):
+        catalog.create_branch("copy", "x", "main")
+    assert hooks.events == []
