@@ -22,9 +22,11 @@ from mirror.api.routers import actions as actions_routes
 from mirror.api.routers import async_ops as async_ops_routes
 from mirror.api.routers import (
     auth,
+    backing,
     branches,
     config,
     gc,
+    imports,
     internal,
     metadata,
     mirror_roles,
@@ -170,6 +172,8 @@ def create_app(
         async_ops_routes,
         gc,
         protection,
+        imports,
+        backing,
         pulls,
         metadata,
         internal,

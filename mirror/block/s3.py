@@ -439,6 +439,29 @@ class S3BlockStore:
             raise self._error(exc, key, "head") from exc
         return ObjectInfo(key, response["ContentLength"], response["ETag"].strip('"'))
 
+    def storage_class(self, key: str) -> str | None:
+        """Return the object's storage class as HEAD reports it (S3 omits ``STANDARD``).
+
+        Raises:
+            BlockNotFoundError: no object at ``key``.
+        """
+        full = self._key(key)
+        try:
+            response = self._client.head_object(Bucket=self._bucket, Key=full)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, key, "head") from exc
+        found: str | None = response.get("StorageClass")
+        return found
+
+    def presign_put(self, key: str, expires: int) -> str:
+        """Return a URL that lets its holder PUT the object at ``key`` for ``expires`` seconds."""
+        url: str = self._client.generate_presigned_url(
+            "put_object",
+            Params={"Bucket": self._bucket, "Key": self._key(key)},
+            ExpiresIn=expires,
+        )
+        return url
+
     def exists(self, key: str) -> bool:
         """Return whether ``key`` holds an object."""
         try:

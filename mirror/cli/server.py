@@ -20,6 +20,7 @@ from mirror.core.catalog import Catalog
 from mirror.errors import UnavailableError
 from mirror.gateway.app import with_gateway
 from mirror.gateway.context import GatewayState
+from mirror.imports.links import LinkSigner, link_key_material
 from mirror.kv.protocol import KV
 from mirror.kv.sqlite import SqliteKV
 from mirror.logging import configure_logging, get_logger
@@ -290,6 +291,7 @@ def build_app(
         gc_settings=config.gc,
         login_tokens=LoginTokens.from_config(config),
     )
+    api.state.link_signer = LinkSigner.from_material(link_key_material(config))
     if not config.gateway.enabled:
         return api
     state = GatewayState(catalog, api.state.api.auth, config.gateway)

@@ -1,0 +1,182 @@
+"""Direct-to-storage writes (``…/staging/backing``) and ``underlyingProperties``, on a live server.
+
+- The SDK's sequence: get a signed address, write the bytes into the namespace directly, link
+  them with their checksum and size, read them back through the API. On ``aws`` lakefs-spec's
+  large-file path does it: ``put_file(..., pre_sign=True)`` PUTs the bytes to the presigned URL
+  of the moto server, then links them.
+- Every documented refusal: a tampered, foreign or reused address (``link address invalid``), no
+  checksum, ``If-None-Match: *`` on an existing path (412), ``If-Match`` (501), a read-only
+  mirror (403), a protected branch (403).
+- ``underlyingProperties`` always carries ``storage_class``: ``null`` for local files,
+  S3's class on ``aws``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import lakefs
+import lakefs_sdk
+import pytest
+from lakefs_sdk.exceptions import ApiException
+from lakefs_spec import LakeFSFileSystem
+
+from tests.integration.harness import Server, unique
+
+
+def _error(call: Any, *args: Any, **kwargs: Any) -> tuple[int, str]:
+    with pytest.raises(ApiException) as err:
+        call(*args, **kwargs)
+    assert err.value.status is not None
+    return err.value.status, json.loads(err.value.body or "{}").get("message", "")
+
+
+def _write_local(server: Server, repo: str, address: str, data: bytes) -> None:
+    """Write ``data`` where a ``local://`` address of ``repo``'s namespace points."""
+    key = address[len(server.namespace(repo)) + 1 :]
+    target = server.data_dir / repo / key
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def _link(
+    api: lakefs_sdk.StagingApi, repo: str, path: str, location: Any, data: bytes, **kw: Any
+) -> lakefs_sdk.ObjectStats:
+    meta = lakefs_sdk.StagingMetadata(
+        staging=location,
+        checksum=hashlib.md5(data).hexdigest(),
+        size_bytes=len(data),
+        user_metadata={"k": "v"},
+        content_type="application/x-test",
+    )
+    return api.link_physical_address(repo, "main", path, meta, **kw)
+
+
+def test_write_directly_then_link(
+    server: Server, client: lakefs.Client, repo: lakefs.Repository
+) -> None:
+    staging = client.sdk_client.staging_api
+    data = b"written straight to the namespace" * 1000
+    location = staging.get_physical_address(repo.id, "main", "big/file.bin")
+    assert location.physical_address.startswith(server.namespace(repo.id) + "/data/")
+    assert "," in location.physical_address.rsplit("/", 1)[-1]
+    assert location.presigned_url is None
+    _write_local(server, repo.id, location.physical_address, data)
+
+    stats = _link(staging, repo.id, "big/file.bin", location, data)
+    assert stats.physical_address == location.physical_address
+    assert stats.checksum == hashlib.md5(data).hexdigest()
+    assert stats.size_bytes == len(data)
+    assert stats.metadata == {"k": "v"}
+    obj = repo.branch("main").object("big/file.bin")
+    assert obj.reader().read() == data
+    assert obj.stat().content_type == "application/x-test"
+    objects = client.sdk_client.objects_api
+    props = objects.get_underlying_properties(repo.id, "main", "big/file.bin")
+    assert props.storage_class is None
+
+
+def test_link_refusals(
+    server: Server, client: lakefs.Client, repo: lakefs.Repository, http: httpx.Client
+) -> None:
+    staging = client.sdk_client.staging_api
+    data = b"abc"
+    location = staging.get_physical_address(repo.id, "main", "a")
+    _write_local(server, repo.id, location.physical_address, data)
+
+    tampered = lakefs_sdk.StagingLocation(physical_address=location.physical_address[:-2] + "AA")
+    status, message = _error(_link, staging, repo.id, "a", tampered, data)
+    assert status == 400 and message.startswith("link address invalid")
+    status, message = _error(_link, staging, repo.id, "other-path", location, data)
+    assert status == 400 and message.startswith("link address invalid")
+    unsigned = lakefs_sdk.StagingLocation(
+        physical_address=location.physical_address.rsplit(",", 1)[0]
+    )
+    assert _error(_link, staging, repo.id, "a", unsigned, data)[0] == 400
+
+    no_checksum = lakefs_sdk.StagingMetadata(staging=location, checksum="", size_bytes=3)
+    assert _error(staging.link_physical_address, repo.id, "main", "a", no_checksum) == (
+        400,
+        "checksum is required",
+    )
+
+    _link(staging, repo.id, "a", location, data)
+    assert _error(_link, staging, repo.id, "a", location, data, if_none_match="*")[0] == 412
+    assert _error(_link, staging, repo.id, "a", location, data, if_match="x") == (
+        501,
+        "Not Implemented",
+    )
+    missing = _error(client.sdk_client.objects_api.get_underlying_properties, repo.id, "main", "b")
+    assert missing[0] == 404
+
+    # a protected branch refuses links
+    fresh = staging.get_physical_address(repo.id, "main", "p")
+    _write_local(server, repo.id, fresh.physical_address, data)
+    rules = http.put(
+        f"/repositories/{repo.id}/settings/branch_protection", json=[{"pattern": "main"}]
+    )
+    assert rules.status_code == 204
+    status, message = _error(_link, staging, repo.id, "p", fresh, data)
+    assert status == 403 and "cannot write to protected branch" in message
+    http.put(f"/repositories/{repo.id}/settings/branch_protection", json=[])
+
+    mirror = unique("mirror")
+    made = http.post(
+        "/mirror/repositories",
+        json={
+            "name": mirror,
+            "storage_namespace": server.namespace(mirror),
+            "mirror_of": "elsewhere/source",
+        },
+    )
+    assert made.status_code == 201, made.text
+    status, message = _error(staging.get_physical_address, mirror, "main", "x")
+    assert status == 403 and "read-only repository" in message
+    status, message = _error(_link, staging, mirror, "x", location, data)
+    assert status == 403 and "read-only repository" in message
+
+
+@pytest.fixture
+def s3(request: pytest.FixtureRequest, server: Server) -> Any:
+    if server.namespace_root.startswith("s3://"):
+        return request.getfixturevalue("s3_client")
+    return None
+
+
+@pytest.mark.both_backends
+def test_lakefs_spec_large_file_path(
+    server: Server, client: lakefs.Client, repo: lakefs.Repository, tmp_path: Path, s3: Any
+) -> None:
+    big = tmp_path / "big.bin"
+    payload = bytes(range(256)) * 40_000  # 10 MiB
+    big.write_bytes(payload)
+    fs = LakeFSFileSystem(
+        host=server.url, username=server.access_key_id, password=server.secret_access_key
+    )
+    if server.namespace_root.startswith("s3://"):
+        # bytes go to S3 through the presigned URL; the server only links them
+        fs.put_file(str(big), f"{repo.id}/main/large/big.bin", pre_sign=True)
+        stat = repo.branch("main").object("large/big.bin").stat()
+        assert stat.physical_address.startswith(server.namespace(repo.id) + "/data/")
+        assert stat.size_bytes == len(payload)
+        # an object written with a storage class of its own reports it
+        staging = client.sdk_client.staging_api
+        location = staging.get_physical_address(repo.id, "main", "cold.bin")
+        bucket, key = location.physical_address[len("s3://") :].split("/", 1)
+        s3.put_object(Bucket=bucket, Key=key, Body=b"cold", StorageClass="STANDARD_IA")
+        _link(staging, repo.id, "cold.bin", location, b"cold")
+        props = client.sdk_client.objects_api.get_underlying_properties(repo.id, "main", "cold.bin")
+        assert props.storage_class == "STANDARD_IA"
+    else:
+        # lakefs-spec's path by hand on a local namespace: address, bytes, link
+        staging = client.sdk_client.staging_api
+        location = staging.get_physical_address(repo.id, "main", "large/big.bin", presign=True)
+        assert location.presigned_url is None  # local files cannot be presigned
+        _write_local(server, repo.id, location.physical_address, payload)
+        _link(staging, repo.id, "large/big.bin", location, payload)
+    with fs.open(f"{repo.id}/main/large/big.bin", "rb") as f:
+        assert f.read() == payload
