@@ -8,7 +8,10 @@ timeout. Each test makes its own repository, so its action files and runs are it
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -434,3 +437,48 @@ def test_env_outside_prefix_fails_the_hook(repo: Repo, receiver: Receiver, tmp_p
     assert caught.value.status == 412
     assert "'OTHER_SECRET' is not allowed" in json.loads(caught.value.body)["message"]
     assert receiver.of(repo.name) == []
+
+
+def _cli(server: Server, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKECTL_")}
+    env.update(
+        HOME=str(home),
+        LAKECTL_SERVER_ENDPOINT_URL=server.url,
+        LAKECTL_CREDENTIALS_ACCESS_KEY_ID=KEY[0],
+        LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY=KEY[1],
+    )
+    command = [sys.executable, "-m", "mirror.cli.main", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_cli_runs_list_describe_output_and_validate(
+    repo: Repo, receiver: Receiver, server: Server, tmp_path: Path
+) -> None:
+    hooks = _webhook("first", f"{receiver.url}/fail") + _webhook("second", f"{receiver.url}/ok")
+    repo.put("main", "_lakefs_actions/cli.yaml", _action("Cli", "  post-commit:", hooks))
+    commit = repo.commit("main", "cli")
+    (run,) = repo.wait_runs(1)
+    uri = f"lakefs://{repo.name}"
+    listed = _cli(
+        server, tmp_path, "actions", "runs", "list", uri, "--branch", "main", "-o", "json"
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [(r["run_id"], r["commit_id"]) for r in json.loads(listed.stdout)] == [
+        (run.run_id, commit.id)
+    ]
+    shown = _cli(server, tmp_path, "actions", "runs", "describe", uri, run.run_id)
+    assert shown.returncode == 0, shown.stderr
+    assert "post-commit" in shown.stdout and "0000_0001" in shown.stdout
+    output = _cli(
+        server, tmp_path, "actions", "runs", "hooks", "output", uri, run.run_id, "0000_0000"
+    )
+    assert output.returncode == 0, output.stderr
+    assert "500" in output.stdout and f"{receiver.url}/fail" in output.stdout
+    missing = _cli(server, tmp_path, "actions", "runs", "describe", uri, "0" * 20)
+    assert missing.returncode != 0 and "not found" in missing.stderr
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(_action("Local", "  pre-commit:", _webhook("local", "http://127.0.0.1:9/")))
+    bad.write_text("name: Local\non:\n  pre-commit:\nhooks: []\n")
+    assert _cli(server, tmp_path, "actions", "validate", str(good)).returncode == 0
+    refused = _cli(server, tmp_path, "actions", "validate", str(bad))
+    assert refused.returncode == 1 and "'hooks' is required" in refused.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from mirror.cli.commands import actions as actions_commands
 from mirror.cli.commands import branch as branch_commands
 from mirror.cli.commands import commit as commit_commands
 from mirror.cli.commands import diff as diff_commands
@@ -30,6 +31,7 @@ _GROUPS = (
     fs_commands,
     login_commands,
     refs_dump_commands,
+    actions_commands,
 )
 
 
