@@ -314,3 +314,23 @@ def test_stage_object_links_an_address(
                 physical_address=source.physical_address, checksum="abc", size_bytes=7
             ),
         )
+
+
+def test_presigned_multipart_upload_is_lakefs_501(
+    http: httpx.Client, make_user: MakeUser, repo: lakefs.Repository
+) -> None:
+    base = f"/repositories/{repo.id}/branches/main/staging/pmpu"
+    calls = [
+        ("POST", base),
+        ("PUT", f"{base}/u1"),
+        ("DELETE", f"{base}/u1"),
+        ("PUT", f"{base}/u1/parts/1"),
+        ("PUT", f"{base}/u1/parts/1/copy"),
+    ]
+    for method, url in calls:
+        answer = http.request(method, url, params={"path": "big.bin"}, json={})
+        assert answer.status_code == 501, (method, url, answer.text)
+        assert answer.json() == {"message": "presign multipart upload API is not supported"}
+    reader = make_user("Readers")
+    refused = reader.http.post(base, params={"path": "big.bin"})
+    assert refused.status_code == 403
