@@ -337,5 +337,5 @@ def test_cli_refs_dump_and_restore(
     assert _state(client, target) == _state(client, source)
 
     again = _cli(server, tmp_path, "refs", "restore", f"lakefs://{target}", "--manifest", "m.json")
-    assert again.returncode != 0
+    assert again.returncode == 6  # rejected, as a 400
     assert "can only restore into a bare repository" in again.stderr.decode()

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from mirror.cli.async_ops import FIRST_POLL, LONGEST_POLL, advertises_async
-from mirror.cli.client import LakeFSClient
+from mirror.cli.client import LakeFSClient, error_for
 from mirror.cli.context import Context
 from mirror.cli.errors import CLIError, UsageError
 from mirror.cli.progress import Spinner
@@ -36,6 +36,21 @@ def _spinner(ctx: Context, verb: str) -> Spinner:
     return Spinner(verb, ctx.stderr, enabled=ctx.stderr.isatty() and not ctx.output.json)
 
 
+# a dump or restore task's status carries the message only (lakeFS's shape): its status is
+# found again from lakeFS's texts, so that the exit code is the synchronous call's
+_TEXT_STATUS = (
+    ("can only restore into a bare repository", 400),
+    ("read-only repository", 403),
+    ("not found", 404),
+    ("validation error", 400),
+)
+
+
+def _task_error(message: str) -> CLIError:
+    status = next((code for text, code in _TEXT_STATUS if text in message), 500)
+    return error_for(status, message)
+
+
 def _wait(client: LakeFSClient, path: str, task_id: str, spinner: Spinner) -> JSON:
     """Poll a dump or restore task until done; return its status.
 
@@ -47,7 +62,7 @@ def _wait(client: LakeFSClient, path: str, task_id: str, spinner: Spinner) -> JS
         status: JSON = client.get_json(path, params={"task_id": task_id})
         if status.get("done"):
             if status.get("error"):
-                raise CLIError(str(status["error"]))
+                raise _task_error(str(status["error"]))
             return status
         spinner.tick()
         time.sleep(delay)  # the backoff between two status requests
