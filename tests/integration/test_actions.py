@@ -7,6 +7,7 @@ timeout. Each test makes its own repository, so its action files and runs are it
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -45,6 +46,12 @@ class Call:
     body: dict[str, Any]
 
 
+def _repository(body: dict[str, Any]) -> Any:
+    # an airflow hook sends the event under conf.lakeFS_event
+    event = body.get("conf", {}).get("lakeFS_event", body)
+    return event.get("repository_id")
+
+
 @dataclass
 class Receiver:
     """The webhook server: where it listens and what it received."""
@@ -56,13 +63,13 @@ class Receiver:
 
     def of(self, repository: str) -> list[Call]:
         with self.changed:
-            return [c for c in self.calls if c.body.get("repository_id") == repository]
+            return [c for c in self.calls if _repository(c.body) == repository]
 
     def wait_for(self, repository: str, done: Callable[[list[Call]], bool]) -> list[Call]:
         deadline = time.monotonic() + DEADLINE
         with self.changed:
             while True:
-                found = [c for c in self.calls if c.body.get("repository_id") == repository]
+                found = [c for c in self.calls if _repository(c.body) == repository]
                 if done(found):
                     return found
                 left = deadline - time.monotonic()
@@ -482,3 +489,26 @@ def test_cli_runs_list_describe_output_and_validate(
     assert _cli(server, tmp_path, "actions", "validate", str(good)).returncode == 0
     refused = _cli(server, tmp_path, "actions", "validate", str(bad))
     assert refused.returncode == 1 and "'hooks' is required" in refused.stdout
+
+
+def test_airflow_hook_triggers_a_dag_run(repo: Repo, receiver: Receiver) -> None:
+    hook = (
+        "  - id: dag\n    type: airflow\n    properties:\n"
+        f"      url: {receiver.url}/\n      dag_id: nightly\n      username: af\n"
+        "      password: '{{ ENV.LAKEFSACTION_HEADER }}'\n      dag_conf: {team: data}\n"
+    )
+    repo.put("main", "_lakefs_actions/dag.yaml", _action("Dag", "  pre-commit:", hook))
+    repo.commit("main", "dag")
+    (call,) = receiver.of(repo.name)
+    assert call.path == "/api/v1/dags/nightly/dagRuns"
+    token = base64.b64encode(f"af:{HEADER_SECRET}".encode()).decode()
+    assert call.headers["Authorization"] == f"Basic {token}"
+    assert call.body["conf"]["team"] == "data"
+    event = call.body["conf"]["lakeFS_event"]
+    assert (event["event_type"], event["action_name"], event["hook_id"]) == (
+        "pre-commit",
+        "Dag",
+        "dag",
+    )
+    (run,) = repo.runs()
+    assert run.status == "completed"
