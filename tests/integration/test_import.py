@@ -8,6 +8,7 @@
   as a source, a dirty branch, a read-only mirror, and canceling a finished import.
 - Progress and cancel: an import held inside its listing (a FIFO among the source files) shows
   its ingested count, reads ``import error: Canceled`` once canceled, and leaves the branch.
+- ``lakemirror import --wait`` prints the commit once done; without ``--wait`` the import's ID.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -101,6 +104,7 @@ def test_import_replaces_destinations_in_one_commit(
     assert commit.metadata == STRATEGY
     assert commit.parents == [parent]
     assert status.metarange_id == commit.meta_range_id
+    assert repo.metadata[".lakefs.last.import.timestamp"] == str(commit.creation_date)
 
     paths = sorted(o.path for o in main.objects())
     # landing/old and landing/t9/x are gone; lone10 too (lone is a prefix of it)
@@ -229,3 +233,40 @@ def test_progress_then_cancel(
     assert not ended.completed and ended.error.message == "import error: Canceled"
     assert ended.ingested_objects < 200
     assert repo.branch("main").get_commit().id == head
+
+
+def _cli(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKECTL_")}
+    env.update(
+        LAKECTL_SERVER_ENDPOINT_URL=server.url,
+        LAKECTL_CREDENTIALS_ACCESS_KEY_ID=server.access_key_id,
+        LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY=server.secret_access_key,
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "mirror.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_cli_import_waits_for_the_commit(server: Server, repo: lakefs.Repository) -> None:
+    source = _sources(server, None, {f"p/{i}": b"v" * i for i in range(1, 4)})
+    target = f"lakefs://{repo.id}/main"
+    done = _cli(server, "import", "--branch", target, "--from", source, "--to", "in/", "--wait")
+    assert done.returncode == 0, done.stderr
+    head = repo.branch("main").get_commit()
+    assert done.stdout == f"imported 3 objects into {target}: commit {head.id}\n"
+    assert sorted(o.path for o in repo.branch("main").objects()) == ["in/p/1", "in/p/2", "in/p/3"]
+
+    started = _cli(server, "import", "--branch", target, "--from", source, "--to", "x/")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("import ") and "started on" in started.stdout
+
+    namespace = server.namespace(repo.id)
+    refused = _cli(
+        server, "import", "--branch", target, "--from", namespace + "/", "--to", "x/", "--wait"
+    )
+    assert refused.returncode != 0
+    assert "invalid import source" in refused.stderr and "Traceback" not in refused.stderr

@@ -9,6 +9,7 @@ from mirror.cli.commands import branch as branch_commands
 from mirror.cli.commands import commit as commit_commands
 from mirror.cli.commands import diff as diff_commands
 from mirror.cli.commands import fs as fs_commands
+from mirror.cli.commands import imports as import_commands
 from mirror.cli.commands import login as login_commands
 from mirror.cli.commands import merge as merge_commands
 from mirror.cli.commands import protect as protect_commands
@@ -29,6 +30,7 @@ _GROUPS = (
     merge_commands,
     pulls_commands,
     fs_commands,
+    import_commands,
     login_commands,
     refs_dump_commands,
     actions_commands,
