@@ -26,6 +26,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,7 @@ __all__ = [
     "bulk_validate",
     "local_spark_session",
     "physical_root",
+    "stage_ranges",
     "write_listing",
 ]
 
@@ -67,6 +69,7 @@ LISTING_SCHEMA = pa.schema(_LISTING_FIELDS)
 
 _LISTING_BATCH = 100_000
 _TMP_DIR = ".lakemirror-tmp"
+_STAGING_THREADS = 16
 _FULL = AddressType.FULL.value
 _MISSING, _MISMATCH, _EXTERNAL = "missing", "size_mismatch", "external"
 
@@ -143,6 +146,40 @@ def physical_root(store: BlockStore) -> str:
     raise InvalidNamespaceError(
         f"namespace {store.namespace!r}: Spark reads only local:// and s3:// namespaces"
     )
+
+
+def _spark_reads(spark: SparkSession, root: str) -> bool:
+    """Return whether the session has a Hadoop filesystem for ``root``'s scheme."""
+    scheme = root.partition(":")[0]
+    if scheme == "file":
+        return True
+    try:
+        jvm: Any = spark.sparkContext._jvm
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
+    except Exception:  # py4j raises its own error for a class it cannot load
+        return False
+    return True
+
+
+def stage_ranges(store: BlockStore, ranges: Sequence[RangeInfo], directory: Path) -> str:
+    """Copy the range files of ``ranges`` from ``store`` under ``directory``; return its URI.
+
+    For a Spark in local mode without the S3A filesystem (the ``hadoop-aws`` jars), which
+    cannot read ``s3a://`` itself: the files are read through ``store``, several at a time, as
+    the async validator reads them, and Spark reads the copies. A file keeps its range ID as its
+    name, which is how the job tells ranges apart.
+    """
+    target = directory / METADATA_PREFIX
+    target.mkdir(parents=True, exist_ok=True)
+
+    def copy(info: RangeInfo) -> None:
+        (target / info.id).write_bytes(store.get(METADATA_PREFIX + info.id))
+
+    with ThreadPoolExecutor(_STAGING_THREADS) as pool:
+        for _ in pool.map(copy, ranges):
+            pass
+    return directory.as_uri()
 
 
 def _walk_local(root: Path) -> Iterator[tuple[str, int]]:
@@ -416,6 +453,8 @@ def bulk_validate(
             frame = spark.read.parquet(path.as_uri()).selectExpr("key AS l_key", "size AS l_size")
         else:
             frame = _listing_frame(spark, listing, store)
+        if not _spark_reads(spark, root):
+            root = stage_ranges(store, read, Path(tmp) / "committed")
         counts, missing, outside, bad = _check_entries(spark, root, read, frame, sample)
     external_count = counts.get(_EXTERNAL, 0)
     mismatches = counts.get(_MISMATCH, 0)
