@@ -275,6 +275,8 @@ class ActionsSettings(_Section):
     env: ActionsEnvSettings = ActionsEnvSettings()
     post_workers: int = Field(default=4, ge=1, le=64)
     """Threads of a server process running post-event hooks in the background."""
+    mirror_post_hooks: bool = False
+    """Run post-commit hooks in a mirror's region when the replicant advances its branch."""
 
 
 class LoggingSettings(_Section):

@@ -86,6 +86,8 @@ class ActionsService:
         env_prefix: Only environment variables with this prefix may appear in hook properties.
         environ: The environment substituted into ``{{ ENV.X }}`` (the process's by default).
         post_workers: Threads running post-event hooks.
+        mirror_post_hooks: Run post-commit hooks when a mirror's branch advances (the
+            replicant moved it once the data arrived); off: hooks never run on mirrors.
         clock: Returns the current time in seconds.
     """
 
@@ -96,8 +98,10 @@ class ActionsService:
         env_prefix: str = "LAKEFSACTION_",
         environ: Mapping[str, str] | None = None,
         post_workers: int = 4,
+        mirror_post_hooks: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.mirror_post_hooks = mirror_post_hooks
         self.catalog = catalog
         self.runs = RunStore(catalog.kv)
         self.env_prefix = env_prefix
@@ -145,6 +149,11 @@ class ActionsService:
 
     def _run_post(self, event: HookEvent) -> None:
         try:
+            if (
+                not self.mirror_post_hooks
+                and self.catalog.get_repository(event.repository).read_only
+            ):
+                return
             run = self.run(event)
         except Exception as exc:  # a background hook must never take its thread down
             log.warning("%s hooks of %s not run: %s", event.event_type, event.repository, exc)

@@ -274,6 +274,7 @@ def build_app(
             catalog,
             env_prefix=config.actions.env.prefix,
             post_workers=config.actions.post_workers,
+            mirror_post_hooks=config.actions.mirror_post_hooks,
         )
     api = create_app(
         catalog,

@@ -350,13 +350,37 @@ class Catalog:
     ) -> Branch:
         """Point a branch at ``commit`` if it now points at ``expected`` (compare-and-swap).
 
-        With ``expected=None`` the branch is created if absent. Staging is left untouched.
+        With ``expected=None`` the branch is created if absent. Staging is left untouched. A
+        forced move of a read-only (mirror) repository's branch is announced to the hooks as a
+        ``post-commit`` event of the new head, which they run only if told to
+        (``actions.mirror_post_hooks``).
 
         Raises:
             RefPreconditionFailedError: the head is not ``expected``.
             CommitNotFoundError: ``commit`` is unknown in this repository.
         """
-        return branches.set_branch_head(self._ctx, repository, name, commit, expected, force=force)
+        moved = branches.set_branch_head(self._ctx, repository, name, commit, expected, force=force)
+        if force and moved.commit_id != expected and not isinstance(self._hooks, NoHooks):
+            self._mirror_advanced(repository, moved)
+        return moved
+
+    def _mirror_advanced(self, repository: str, moved: Branch) -> None:
+        """Announce a mirror branch's new head as a post-commit event (the hooks decide)."""
+        repo = self._ctx.repository(repository)
+        if not repo.read_only:
+            return
+        commit = self._ctx.refs.get_commit(repo, moved.commit_id)
+        event = HookEvent(
+            "post-commit",
+            repo.id,
+            branch_id=moved.id,
+            source_ref=commit.id,
+            commit_id=commit.id,
+            commit_message=commit.message,
+            committer=commit.committer,
+            commit_metadata=dict(commit.metadata),
+        )
+        self._hooks.post(event)
 
     # tags
 
