@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from mirror.api.auth.errors import AuthenticationError, UserNotFoundError
 from mirror.api.auth.model import User
+from mirror.api.auth.records import record_key
 from mirror.api.auth.secrets import ENCRYPT_KEY_ENV, ENCRYPT_KEY_FILE, load_or_create_key_file
 
 if TYPE_CHECKING:
@@ -224,14 +225,24 @@ def _bearer(headers: Any) -> str | None:
     return None
 
 
+def _has_access_key(auth: AuthStore, user_id: str) -> bool:
+    """Return whether the user holds an access key: one step of a scan of its key index."""
+    scan = auth.kv.scan(record_key("user-credentials", user_id) + b"/")
+    try:
+        return next(iter(scan), None) is not None
+    finally:
+        close = getattr(scan, "close", None)
+        if close is not None:
+            close()
+
+
 def _signed_in(tokens: LoginTokens, auth: AuthStore, token: str) -> User:
     user_id = tokens.verify(token)
     try:
         user = auth.get_user(user_id)
-        has_key = next(iter(auth.list_credentials(user_id)), None) is not None
     except UserNotFoundError as exc:
         raise AuthenticationError(f"{_REFUSED}: the token's user no longer exists") from exc
-    if not has_key:
+    if not _has_access_key(auth, user_id):
         raise AuthenticationError(f"{_REFUSED}: the token's user has no access keys any more")
     return user
 
