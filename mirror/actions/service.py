@@ -16,7 +16,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -41,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["LOG_PREFIX", "ActionsService", "event_payload", "log_key"]
 
 log = logging.getLogger(__name__)
+
+_COMMIT_ID = re.compile(r"[0-9a-f]{64}")
+_CACHED_COMMITS = 256
 
 LOG_PREFIX = "_lakefs/actions/log/"
 """Where, in a repository's namespace, the hook output logs of each run are."""
@@ -108,6 +114,10 @@ class ActionsService:
         self.environ = os.environ if environ is None else environ
         self.clock = clock
         self._post_pool = ThreadPoolExecutor(post_workers, thread_name_prefix="post-hooks")
+        # the actions of a commit never change (its ID hashes its tree), so they are kept; a
+        # branch's are read at every event
+        self._by_commit: OrderedDict[tuple[str, str], list[Action]] = OrderedDict()
+        self._lock = threading.Lock()
 
     # the Hooks protocol
 
@@ -169,6 +179,22 @@ class ActionsService:
         Raises:
             ActionFileError: a file is invalid, or two actions share a name.
         """
+        # a full commit ID resolves to that commit before any branch or tag of that name
+        key = (repository, ref) if _COMMIT_ID.fullmatch(ref) else None
+        if key is not None:
+            with self._lock:
+                if key in self._by_commit:
+                    self._by_commit.move_to_end(key)
+                    return self._by_commit[key]
+        actions = self._read(repository, ref)
+        if key is not None:
+            with self._lock:
+                self._by_commit[key] = actions
+                while len(self._by_commit) > _CACHED_COMMITS:
+                    self._by_commit.popitem(last=False)
+        return actions
+
+    def _read(self, repository: str, ref: str) -> list[Action]:
         actions: list[Action] = []
         after = ""
         while True:

@@ -512,3 +512,13 @@ def test_airflow_hook_triggers_a_dag_run(repo: Repo, receiver: Receiver) -> None
     )
     (run,) = repo.runs()
     assert run.status == "completed"
+
+
+def test_runs_api_requires_credentials(repo: Repo, server: Server) -> None:
+    with httpx.Client(base_url=f"{server.url}/api/v1", timeout=30.0) as anonymous:
+        for path in ("actions/runs", "actions/runs/x", "actions/runs/x/hooks"):
+            answer = anonymous.get(f"/repositories/{repo.name}/{path}")
+            assert answer.status_code == 401, (path, answer.text)
+    with pytest.raises(ApiException) as missing:
+        repo.actions.list_repository_runs("no-such-repository")
+    assert missing.value.status == 404

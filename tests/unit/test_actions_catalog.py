@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mirror.actions import ActionsService
 from mirror.core import open_memory
 from mirror.core.catalog import Catalog
 from mirror.core.errors import RepositoryReadOnlyError
@@ -101,3 +102,20 @@ def test_read_only_repositories_run_no_hooks(catalog: Catalog) -> None:
     with pytest.raises(RepositoryReadOnlyError):
         catalog.create_branch("copy", "x", "main")
     assert hooks.events == []
+
+
+def test_actions_of_a_commit_are_kept_and_a_branch_is_read_each_time(catalog: Catalog) -> None:
+    service = ActionsService(catalog)
+    action = (
+        "name: {}\non:\n  pre-commit:\nhooks:\n"
+        "  - {{id: hook1, type: webhook, properties: {{url: http://127.0.0.1:9/}}}}\n"
+    )
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", action.format("One").encode())
+    commit = catalog.commit("repo", "main", "actions").commit
+    first = service.load("repo", commit.id)
+    assert [a.name for a in first] == ["One"]
+    assert service.load("repo", commit.id) is first
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", action.format("Two").encode())
+    assert [a.name for a in service.load("repo", "main")] == ["Two"]
+    assert [a.name for a in service.load("repo", commit.id)] == ["One"]
+    service.close()
