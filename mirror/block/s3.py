@@ -25,6 +25,7 @@ from mirror.block.errors import (
     InvalidNamespaceError,
     InvalidRangeError,
 )
+from mirror.block.local import ListedObject
 from mirror.block.protocol import ObjectInfo
 from mirror.block.resolver import split_namespace
 
@@ -487,6 +488,31 @@ class S3BlockStore:
                 raise self._error(exc, prefix, "list") from exc
             for obj in page.get("Contents", []):
                 yield ObjectInfo(obj["Key"][cut:], obj["Size"], obj["ETag"].strip('"'))
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+            args["ContinuationToken"] = token
+
+    def list_detailed(self, prefix: str = "") -> Iterator[ListedObject]:
+        """Yield objects under ``prefix`` in key order with their etags and modification times."""
+        args: dict[str, Any] = {
+            "Bucket": self._bucket,
+            "Prefix": self._base + prefix,
+            "MaxKeys": self._settings.page_size,
+        }
+        cut = len(self._base)
+        while True:
+            try:
+                page = self._client.list_objects_v2(**args)
+            except (ClientError, BotoCoreError) as exc:
+                raise self._error(exc, prefix, "list") from exc
+            for obj in page.get("Contents", []):
+                yield ListedObject(
+                    obj["Key"][cut:],
+                    obj["Size"],
+                    obj["ETag"].strip('"'),
+                    int(obj["LastModified"].timestamp()),
+                )
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
                 return

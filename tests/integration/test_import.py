@@ -115,6 +115,14 @@ def test_import_replaces_destinations_in_one_commit(
     assert stat.physical_address == source + "tables/t3/part-3.parquet"
     assert stat.size_bytes == 13
     assert stat.checksum == hashlib.md5(bytes([3]) * 13).hexdigest()
+    # the source's modification time, as its store lists it
+    rest = source.split("://", 1)[1] + "tables/t3/part-3.parquet"
+    if s3 is not None:
+        bucket, key = rest.split("/", 1)
+        listed = s3.head_object(Bucket=bucket, Key=key)["LastModified"].timestamp()
+    else:
+        listed = (server.data_dir / rest).stat().st_mtime
+    assert stat.mtime == int(listed)
     assert main.object("landing/t3/part-3.parquet").reader().read() == bytes([3]) * 13
     assert main.object("lone").reader().read() == b"the object"
 
