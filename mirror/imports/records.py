@@ -135,8 +135,3 @@ class ImportRecords:
         except KVPreconditionFailedError:
             return None
         return raw
-
-    def delete_repository(self, repository: str) -> None:
-        """Remove every import record of ``repository``."""
-        for key, _ in list(self.kv.scan(_PREFIX + f"{repository}/".encode())):
-            self.kv.delete(key)
