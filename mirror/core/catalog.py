@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 from mirror.block.protocol import BlockStore, NamespaceResolver
 from mirror.core import (
+    announce,
     branches,
     changes,
     commits,
@@ -42,7 +43,6 @@ from mirror.core.resolve import ResolvedRef, require_commit_ref, resolve_ref
 from mirror.core.staging import StagingStore
 from mirror.core.threeway import CHERRY_PICK_ORIGIN, MERGE_STRATEGY_KEY
 from mirror.core.validate import validate_branch_id, validate_tag_id
-from mirror.errors import LakeMirrorError
 from mirror.kv.protocol import KV
 
 __all__ = [
@@ -142,48 +142,6 @@ class Catalog:
     @hooks.setter
     def hooks(self, value: Hooks) -> None:
         self._hooks = value
-
-    def _pre(
-        self, repository: str, event: Callable[[Repository], HookEvent | None]
-    ) -> tuple[HookEvent, HookRun] | None:
-        """Run the pre-event hooks of the event ``event`` describes; ``None`` if none apply.
-
-        Hooks never run on read-only repositories. An event that cannot be described (no such
-        branch, a tag that exists already) is left to the operation itself to report.
-        """
-        if isinstance(self._hooks, NoHooks):
-            return None
-        try:
-            repo = self._ctx.repository(repository)
-            found = None if repo.read_only else event(repo)
-        except LakeMirrorError:
-            return None
-        if found is None:
-            return None
-        return found, self._hooks.pre(found)
-
-    def _post(self, pre: tuple[HookEvent, HookRun] | None, **changes: str) -> None:
-        """Start the post-event hooks matching the pre-event ``pre`` (in the background)."""
-        if pre is not None:
-            event, run = pre
-            self._hooks.post(event.as_post(**changes), run)
-
-    def _post_commit(self, pre: tuple[HookEvent, HookRun] | None, commit: Commit) -> None:
-        if pre is None:
-            return
-        event, run = pre
-        done = HookEvent(
-            event.event_type.replace("pre-", "post-", 1),
-            event.repository,
-            branch_id=event.branch_id,
-            source_ref=commit.id,
-            commit_id=commit.id,
-            commit_message=commit.message,
-            committer=commit.committer,
-            commit_metadata=dict(commit.metadata),
-            merge_source=event.merge_source,
-        )
-        self._hooks.post(done, run)
 
     def committed(self, repo: Repository) -> CommittedStore:
         """Return the committed-data store of ``repo``'s storage namespace."""
@@ -302,18 +260,9 @@ class Catalog:
         Raises:
             InvalidNameError, BranchExistsError, RefNotFoundError, RepositoryReadOnlyError.
         """
-
-        def event(repo: Repository) -> HookEvent | None:
-            if self.branch_exists(repository, name):
-                return None
-            cid = resolve_ref(self._ctx, repo, source).commit_id
-            return HookEvent(
-                "pre-create-branch", repo.id, branch_id=name, source_ref=source, commit_id=cid
-            )
-
-        pre = self._pre(repository, event)
+        ran = announce.create_branch(self._ctx, self._hooks, repository, name, source)
         branch = branches.create_branch(self._ctx, repository, name, source)
-        self._post(pre, commit_id=branch.commit_id)
+        announce.post(self._hooks, ran, commit_id=branch.commit_id)
         return branch
 
     def get_branch(self, repository: str, name: str) -> Branch:
@@ -334,16 +283,9 @@ class Catalog:
         Raises:
             BranchNotFoundError, RepositoryReadOnlyError, InvalidRefError (default branch).
         """
-
-        def event(repo: Repository) -> HookEvent | None:
-            if force or name == repo.default_branch:
-                return None
-            head = self.get_branch(repository, name).commit_id
-            return HookEvent("pre-delete-branch", repo.id, branch_id=name, source_ref=head)
-
-        pre = self._pre(repository, event)
+        ran = announce.delete_branch(self._ctx, self._hooks, repository, name, force=force)
         branches.delete_branch(self._ctx, repository, name, force=force)
-        self._post(pre)
+        announce.post(self._hooks, ran)
 
     def set_branch_head(
         self, repository: str, name: str, commit: str, expected: str | None, *, force: bool = False
@@ -360,27 +302,9 @@ class Catalog:
             CommitNotFoundError: ``commit`` is unknown in this repository.
         """
         moved = branches.set_branch_head(self._ctx, repository, name, commit, expected, force=force)
-        if force and moved.commit_id != expected and not isinstance(self._hooks, NoHooks):
-            self._mirror_advanced(repository, moved)
+        if force and moved.commit_id != expected:
+            announce.mirror_advanced(self._ctx, self._hooks, repository, moved)
         return moved
-
-    def _mirror_advanced(self, repository: str, moved: Branch) -> None:
-        """Announce a mirror branch's new head as a post-commit event (the hooks decide)."""
-        repo = self._ctx.repository(repository)
-        if not repo.read_only:
-            return
-        commit = self._ctx.refs.get_commit(repo, moved.commit_id)
-        event = HookEvent(
-            "post-commit",
-            repo.id,
-            branch_id=moved.id,
-            source_ref=commit.id,
-            commit_id=commit.id,
-            commit_message=commit.message,
-            committer=commit.committer,
-            commit_metadata=dict(commit.metadata),
-        )
-        self._hooks.post(event)
 
     # tags
 
@@ -390,21 +314,13 @@ class Catalog:
         Raises:
             InvalidNameError, TagExistsError, RefNotFoundError, RepositoryReadOnlyError.
         """
-
-        def event(repo: Repository) -> HookEvent | None:
-            if force or any(t == name for t, _ in self.list_tags(repository, name, "")):
-                return None
-            require_commit_ref(ref)
-            cid = resolve_ref(self._ctx, repo, ref).commit_id
-            return HookEvent("pre-create-tag", repo.id, source_ref=cid, tag_id=name, commit_id=cid)
-
-        pre = self._pre(repository, event)
+        ran = announce.create_tag(self._ctx, self._hooks, repository, name, ref, force=force)
         repo = self._ctx.writable(repository, force)
         tag_id = validate_tag_id(name)
         require_commit_ref(ref)
         cid = resolve_ref(self._ctx, repo, ref).commit_id
         self._ctx.refs.create_tag(repo, tag_id, cid, require_writable=not force)
-        self._post(pre)
+        announce.post(self._hooks, ran)
         return cid
 
     def get_tag(self, repository: str, name: str) -> CommitID:
@@ -427,17 +343,10 @@ class Catalog:
         Raises:
             TagNotFoundError, RepositoryReadOnlyError.
         """
-
-        def event(repo: Repository) -> HookEvent | None:
-            if force:
-                return None
-            cid = self.get_tag(repository, name)
-            return HookEvent("pre-delete-tag", repo.id, source_ref=cid, tag_id=name, commit_id=cid)
-
-        pre = self._pre(repository, event)
+        ran = announce.delete_tag(self._ctx, self._hooks, repository, name, force=force)
         repo = self._ctx.writable(repository, force)
         self._ctx.refs.delete_tag(repo, validate_tag_id(name), require_writable=not force)
-        self._post(pre)
+        announce.post(self._hooks, ran)
 
     # objects
 
@@ -607,19 +516,16 @@ class Catalog:
             NoChangesError: nothing to commit and not ``allow_empty``.
             TooManyTriesError: lost the branch CAS too many times.
         """
-
-        def event(repo: Repository) -> HookEvent:
-            return HookEvent(
-                "pre-commit",
-                repo.id,
-                branch_id=branch,
-                source_ref=branch,
-                commit_message=message,
-                committer=committer,
-                commit_metadata=dict(metadata or {}),
-            )
-
-        pre = self._pre(repository, event)
+        ran = announce.on_branch(
+            self._ctx,
+            self._hooks,
+            "pre-commit",
+            repository,
+            branch,
+            message=message,
+            committer=committer,
+            metadata=dict(metadata or {}),
+        )
         result = commits.commit_staged(
             self._ctx,
             repository,
@@ -630,7 +536,7 @@ class Catalog:
             allow_empty=allow_empty,
             date=date,
         )
-        self._post_commit(pre, result.commit)
+        announce.post_commit(self._hooks, ran, result.commit)
         return result
 
     def commit_tree(
@@ -707,24 +613,11 @@ class Catalog:
             NoMergeBaseError: no common ancestor.
         """
         ran: list[tuple[HookEvent, HookRun]] = []
-
-        def before_move(commit: Commit, src: Commit | None) -> None:
-            def event(repo: Repository) -> HookEvent:
-                return HookEvent(
-                    "pre-merge",
-                    repo.id,
-                    branch_id=destination,
-                    source_ref=src.id if src is not None else source,
-                    commit_id=commit.id,
-                    commit_message=commit.message,
-                    committer=commit.committer,
-                    commit_metadata=dict(commit.metadata),
-                    merge_source=source,
-                )
-
-            pre = None if force else self._pre(repository, event)
-            ran[:] = [pre] if pre is not None else []
-
+        before_move = None
+        if not force:
+            before_move = announce.before_merge(
+                self._ctx, self._hooks, repository, source, destination, ran
+            )
         try:
             result = threeway.merge(
                 self._ctx,
@@ -742,7 +635,7 @@ class Catalog:
             )
         except HookAbortError as exc:
             raise exc.with_prefix(f"update branch {destination}: ") from None
-        self._post_commit(ran[0] if ran else None, result.commit)
+        announce.post_commit(self._hooks, ran[0] if ran else None, result.commit)
         return result
 
     def revert(
@@ -762,11 +655,7 @@ class Catalog:
             DirtyBranchError, MergeConflictError (the branch changed the same paths since),
             InvalidRefError (merge commit without a valid ``parent_number``), NoChangesError.
         """
-
-        def event(repo: Repository) -> HookEvent:
-            return HookEvent("pre-revert", repo.id, branch_id=branch, source_ref=branch)
-
-        pre = self._pre(repository, event)
+        ran = announce.on_branch(self._ctx, self._hooks, "pre-revert", repository, branch)
         result = threeway.revert(
             self._ctx,
             repository,
@@ -777,7 +666,7 @@ class Catalog:
             allow_empty=allow_empty,
             message=message,
         )
-        self._post_commit(pre, result.commit)
+        announce.post_commit(self._hooks, ran, result.commit)
         return result
 
     def cherry_pick(
@@ -797,15 +686,11 @@ class Catalog:
         Raises:
             DirtyBranchError, MergeConflictError, InvalidRefError, NoChangesError.
         """
-
-        def event(repo: Repository) -> HookEvent:
-            return HookEvent("pre-cherry-pick", repo.id, branch_id=branch, source_ref=branch)
-
-        pre = self._pre(repository, event)
+        ran = announce.on_branch(self._ctx, self._hooks, "pre-cherry-pick", repository, branch)
         result = threeway.cherry_pick(
             self._ctx, repository, branch, ref, parent_number=parent_number, committer=committer
         )
-        self._post_commit(pre, result.commit)
+        announce.post_commit(self._hooks, ran, result.commit)
         return result
 
     # integrity
