@@ -8,7 +8,8 @@
   as a source, a dirty branch, a read-only mirror, and canceling a finished import.
 - Progress and cancel: an import held inside its listing (a FIFO among the source files) shows
   its ingested count, reads ``import error: Canceled`` once canceled, and leaves the branch.
-- ``lakemirror import --wait`` prints the commit once done; without ``--wait`` the import's ID.
+- ``lakemirror import --wait`` prints the commit once done (on a protected branch too); without
+  ``--wait`` the import's ID.
 """
 
 from __future__ import annotations
@@ -259,9 +260,16 @@ def _cli(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_import_waits_for_the_commit(server: Server, repo: lakefs.Repository) -> None:
+def test_cli_import_waits_for_the_commit(
+    server: Server, repo: lakefs.Repository, http: httpx.Client
+) -> None:
     source = _sources(server, None, {f"p/{i}": b"v" * i for i in range(1, 4)})
     target = f"lakefs://{repo.id}/main"
+    # branch protection does not apply to imports (as in lakeFS)
+    protected = http.put(
+        f"/repositories/{repo.id}/settings/branch_protection", json=[{"pattern": "main"}]
+    )
+    assert protected.status_code == 204
     done = _cli(server, "import", "--branch", target, "--from", source, "--to", "in/", "--wait")
     assert done.returncode == 0, done.stderr
     head = repo.branch("main").get_commit()
