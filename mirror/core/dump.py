@@ -15,8 +15,9 @@ metarange, the tag's or branch's commit). The three IDs are also written, as JSO
 ``_lakefs/refs_manifest.json``.
 
 Restoring reads the three metaranges back into a bare repository (no commit, branch or tag),
-on a namespace holding the dumped files (the same one, or a copy): commits first, parents
-before children and each checked against its content-derived ID, then tags, then branches.
+on a namespace holding the dumped files (the same one, or a copy): commits first, each
+checked against its content-derived ID and its parents against the dump, then tags, then
+branches. Ranges are read and written uncached, and a restore keeps one ID per commit in memory.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mirror.core.committed import METADATA_PREFIX, MetaRangeWriter, WriteStats
+from mirror.core.committed import METADATA_PREFIX, CommittedStore, MetaRangeWriter, WriteStats
 from mirror.core.errors import (
     CommitNotFoundError,
     InvalidRefError,
@@ -105,7 +106,7 @@ def _entry(kind: str, points_at: str, record: bytes, mtime: int = 0) -> Entry:
 
 
 def _write(catalog: Catalog, repo: Repository, records: Iterable[tuple[str, Entry]]) -> str:
-    writer = MetaRangeWriter(catalog.committed(repo), catalog.chunking, WriteStats())
+    writer = MetaRangeWriter(_uncached(catalog, repo), catalog.chunking, WriteStats())
     for key, entry in records:
         writer.add(key, entry)
     return str(writer.close())
@@ -150,12 +151,15 @@ def dump_refs(catalog: Catalog, repository: str) -> RefsDump:
     return dump
 
 
-def _records(
-    catalog: Catalog, repo: Repository, mid: str, kind: str
-) -> Iterator[tuple[str, bytes]]:
+def _uncached(catalog: Catalog, repo: Repository) -> CommittedStore:
+    # a dump's ranges are read or written once: caching them would only hold memory
+    return CommittedStore(catalog.block_store(repo), cache_size=0)
+
+
+def _records(store: CommittedStore, mid: str, kind: str) -> Iterator[tuple[str, bytes]]:
     if not mid:
         raise InvalidDumpError(f"{kind}: no metarange ID given")
-    for key, entry in catalog.committed(repo).iterate(mid):
+    for key, entry in store.iterate(mid):
         record = entry.metadata.get(_RECORD)
         if entry.content_type != kind or record is None:
             raise InvalidDumpError(
@@ -172,29 +176,6 @@ def _target(raw: bytes, what: str) -> CommitID:
     if not isinstance(value, str) or not value:
         raise InvalidDumpError(f"{what}: the record names no commit")
     return CommitID(value)
-
-
-def _parents_first(commits: dict[CommitID, Commit]) -> list[Commit]:
-    """Return ``commits`` ordered so that each comes after its parents (iteratively)."""
-    ordered: list[Commit] = []
-    placed: set[CommitID] = set()
-    for root in sorted(commits):
-        stack: list[tuple[CommitID, bool]] = [(root, False)]
-        while stack:
-            cid, expanded = stack.pop()
-            if cid in placed:
-                continue
-            if expanded:
-                placed.add(cid)
-                ordered.append(commits[cid])
-                continue
-            stack.append((cid, True))
-            for parent in commits[cid].parents:
-                if parent not in commits:
-                    raise CommitNotFoundError(f"commit {cid}: parent {parent} is not in the dump")
-                if parent not in placed:
-                    stack.append((parent, False))
-    return ordered
 
 
 def require_bare(catalog: Catalog, repo: Repository) -> None:
@@ -214,12 +195,26 @@ def require_bare(catalog: Catalog, repo: Repository) -> None:
         )
 
 
+def _commits(store: CommittedStore, mid: str) -> Iterator[Commit]:
+    """Yield the dump's commits in ID order, each checked against its content-derived ID."""
+    for key, raw in _records(store, mid, COMMIT_RECORD):
+        try:
+            commit = Commit.decode(raw)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidDumpError(f"commit {key}: unreadable record: {exc}") from exc
+        if commit.id != key or commit.compute_id() != commit.id:
+            raise InvalidRefError(f"commit {key}: record does not match its ID")
+        yield commit
+
+
 def restore_refs(catalog: Catalog, repository: str, dump: RefsDump, *, force: bool = False) -> None:
     """Load a dump's commits, tags and branches into the bare repository ``repository``.
 
-    Every record is read and checked before anything is written. ``force`` allows a
-    read-only repository that is not a mirror (as lakeFS's ``force``); a mirror's refs are
-    only ever written by replication, so a mirror always refuses.
+    Every record is read and checked before anything is written: a first pass over the
+    commits keeps only their IDs (and parents not seen yet), a second one writes them, so
+    memory grows with the number of commits by an ID each, not by their records. ``force``
+    allows a read-only repository that is not a mirror (as lakeFS's ``force``); a mirror's refs
+    are only ever written by replication, so a mirror always refuses.
 
     Raises:
         RepositoryNotFoundError: no such repository.
@@ -234,28 +229,30 @@ def restore_refs(catalog: Catalog, repository: str, dump: RefsDump, *, force: bo
     if repo.read_only and (repo.mirror_of or not force):
         raise RepositoryReadOnlyError(repo.id)
     require_bare(catalog, repo)
-    commits: dict[CommitID, Commit] = {}
-    for key, raw in _records(catalog, repo, dump.commits_meta_range_id, COMMIT_RECORD):
-        try:
-            commit = Commit.decode(raw)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidDumpError(f"commit {key}: unreadable record: {exc}") from exc
-        if commit.id != key or commit.compute_id() != commit.id:
-            raise InvalidRefError(f"commit {key}: record does not match its ID")
-        commits[commit.id] = commit
+    store = _uncached(catalog, repo)
+    ids: set[str] = set()
+    unseen: set[str] = set()
+    for commit in _commits(store, dump.commits_meta_range_id):
+        ids.add(commit.id)
+        unseen.discard(commit.id)
+        unseen.update(p for p in commit.parents if p not in ids)
+    if unseen:
+        raise CommitNotFoundError(f"commit {min(unseen)}, a parent, is not in the dump")
     tags = [
         (TagID(k), _target(raw, f"tag {k}"))
-        for k, raw in _records(catalog, repo, dump.tags_meta_range_id, TAG_RECORD)
+        for k, raw in _records(store, dump.tags_meta_range_id, TAG_RECORD)
     ]
     branches = [
         (BranchID(k), _target(raw, f"branch {k}"))
-        for k, raw in _records(catalog, repo, dump.branches_meta_range_id, BRANCH_RECORD)
+        for k, raw in _records(store, dump.branches_meta_range_id, BRANCH_RECORD)
     ]
     for name, target in (*tags, *branches):
-        if target not in commits:
+        if target not in ids:
             raise CommitNotFoundError(f"{name}: commit {target} is not in the dump")
     refs = catalog.refs
-    for commit in _parents_first(commits):
+    # no ref points at a commit before the branches are written last, so the order of the
+    # commits themselves does not matter
+    for commit in _commits(store, dump.commits_meta_range_id):
         refs.add_commit(repo, commit)
     # a demotion meanwhile stops the restore (unless forced, as a read-only write is)
     for tag, target in tags:
