@@ -458,7 +458,7 @@ def _cli(server: Server, home: Path, *args: str) -> subprocess.CompletedProcess[
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_cli_runs_list_describe_output_and_validate(
+def test_cli_runs_list_describe_and_output(
     repo: Repo, receiver: Receiver, server: Server, tmp_path: Path
 ) -> None:
     hooks = _webhook("first", f"{receiver.url}/fail") + _webhook("second", f"{receiver.url}/ok")
@@ -483,12 +483,6 @@ def test_cli_runs_list_describe_output_and_validate(
     assert "500" in output.stdout and f"{receiver.url}/fail" in output.stdout
     missing = _cli(server, tmp_path, "actions", "runs", "describe", uri, "0" * 20)
     assert missing.returncode != 0 and "not found" in missing.stderr
-    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
-    good.write_text(_action("Local", "  pre-commit:", _webhook("local", "http://127.0.0.1:9/")))
-    bad.write_text("name: Local\non:\n  pre-commit:\nhooks: []\n")
-    assert _cli(server, tmp_path, "actions", "validate", str(good)).returncode == 0
-    refused = _cli(server, tmp_path, "actions", "validate", str(bad))
-    assert refused.returncode == 1 and "'hooks' is required" in refused.stdout
 
 
 def test_airflow_hook_triggers_a_dag_run(repo: Repo, receiver: Receiver) -> None:
@@ -514,7 +508,7 @@ def test_airflow_hook_triggers_a_dag_run(repo: Repo, receiver: Receiver) -> None
     assert run.status == "completed"
 
 
-def test_runs_api_requires_credentials(repo: Repo, server: Server) -> None:
+def test_runs_api_requires_credentials_and_ci_read_action(repo: Repo, server: Server) -> None:
     with httpx.Client(base_url=f"{server.url}/api/v1", timeout=30.0) as anonymous:
         for path in ("actions/runs", "actions/runs/x", "actions/runs/x/hooks"):
             answer = anonymous.get(f"/repositories/{repo.name}/{path}")
@@ -522,3 +516,15 @@ def test_runs_api_requires_credentials(repo: Repo, server: Server) -> None:
     with pytest.raises(ApiException) as missing:
         repo.actions.list_repository_runs("no-such-repository")
     assert missing.value.status == 404
+    # a reader (FSReadAll) holds no ci:ReadAction; RepoManagementFullAccess holds ci:*
+    auth = lakefs_sdk.AuthApi(repo.sdk)
+    user = unique("reader")
+    auth.create_user(lakefs_sdk.UserCreation(id=user))
+    auth.add_group_membership("Readers", user)
+    creds = auth.create_credentials(user)
+    key = (creds.access_key_id, creds.secret_access_key)
+    with httpx.Client(base_url=f"{server.url}/api/v1", auth=key, timeout=30.0) as reader:
+        assert reader.get(f"/repositories/{repo.name}/actions/runs").status_code == 403
+        auth.attach_policy_to_user(user, "RepoManagementFullAccess")
+        allowed = reader.get(f"/repositories/{repo.name}/actions/runs")
+        assert allowed.status_code == 200, allowed.text

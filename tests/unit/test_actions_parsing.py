@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mirror.actions.glob import BadPatternError, path_match
 from mirror.actions.model import ActionFileError, parse_action
 from mirror.actions.runs import new_run_id
 from mirror.actions.webhook import HookConfigError, parse_duration
+from mirror.cli.main import main
 from mirror.core.hooks import HookEvent
 
 GOOD = b"""
@@ -154,3 +157,14 @@ def test_run_ids_sort_newest_first() -> None:
     older, newer = new_run_id(1_000), new_run_id(2_000)
     assert newer < older
     assert len(older) == 20 and new_run_id(1_000) != older
+
+
+def test_cli_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("name: Local\non:\n  pre-commit:\n" + HOOK)
+    bad.write_text("name: Local\non:\n  pre-commit:\nhooks: []\n")
+    assert main(["actions", "validate", str(good)]) == 0
+    assert "valid: action 'Local' on pre-commit" in capsys.readouterr().out
+    assert main(["actions", "validate", str(bad)]) == 1
+    assert "'hooks' is required" in capsys.readouterr().out
+    assert main(["actions", "validate", str(tmp_path / "missing.yaml")]) == 1
