@@ -119,7 +119,11 @@ def receiver() -> Iterator[Receiver]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("actions") / "data"
-    env = {"LAKEFSACTION_HEADER": HEADER_SECRET, "OTHER_SECRET": "never-used"}
+    env = {
+        "LAKEFSACTION_HEADER": HEADER_SECRET,
+        "OTHER_SECRET": "never-used",
+        "LAKEMIRROR_ACTIONS__MIRROR_POST_HOOKS": "true",
+    }
     with running_server(
         data, data.parent / "server.log", access_key_id=KEY[0], secret_access_key=KEY[1], env=env
     ) as found:
@@ -528,3 +532,45 @@ def test_runs_api_requires_credentials_and_ci_read_action(repo: Repo, server: Se
         auth.attach_policy_to_user(user, "RepoManagementFullAccess")
         allowed = reader.get(f"/repositories/{repo.name}/actions/runs")
         assert allowed.status_code == 200, allowed.text
+
+
+def test_mirror_branch_advance_runs_post_commit_hooks(
+    repo: Repo, receiver: Receiver, http: httpx.Client
+) -> None:
+    """The replicant's way: commit records imported, then the mirror branch moved."""
+    action = _action("Arrived", "  post-commit:", _webhook("arrived", f"{receiver.url}/ok"))
+    repo.put("main", "_lakefs_actions/arrived.yaml", action)
+    head = repo.commit("main", "data arrives").id
+    receiver.wait_for(repo.name, lambda c: len(c) == 1)
+    source = http.get(f"/repositories/{repo.name}").json()
+    mirror = unique("mirror")
+    made = http.post(
+        "/mirror/repositories",
+        json={
+            "name": mirror,
+            "storage_namespace": source["storage_namespace"],
+            "mirror_of": f"source/{repo.name}",
+        },
+    )
+    assert made.status_code == 201, made.text
+    log = http.get(f"/repositories/{repo.name}/refs/main/commits").json()["results"]
+    for record in reversed(log):
+        imported = http.post(f"/repositories/{mirror}/mirror/commits", json=record)
+        assert imported.status_code == 201, imported.text
+    moved = http.put(
+        f"/repositories/{mirror}/mirror/branches/main", json={"commit_id": head, "expected": None}
+    )
+    assert moved.status_code == 200, moved.text
+    (call,) = receiver.wait_for(mirror, lambda c: len(c) == 1)
+    assert (call.body["event_type"], call.body["branch_id"]) == ("post-commit", "main")
+    assert (call.body["commit_id"], call.body["source_ref"]) == (head, head)
+    assert call.body["commit_message"] == "data arrives"
+    deadline = time.monotonic() + DEADLINE
+    while not (runs := repo.actions.list_repository_runs(mirror).results):
+        assert time.monotonic() < deadline, "the mirror's run was never recorded"
+        time.sleep(0.05)
+    assert (runs[0].event_type, runs[0].status, runs[0].commit_id) == (
+        "post-commit",
+        "completed",
+        head,
+    )
