@@ -146,7 +146,8 @@ def dump_refs(catalog: Catalog, repository: str) -> RefsDump:
         catalog, repo, ((b, _entry(BRANCH_RECORD, c, _pointer(c))) for b, c in branches)
     )
     dump = RefsDump(commits_mid, tags_mid, branches_mid)
-    manifest = json.dumps(dump.to_json(), indent=2).encode()
+    # lakeFS writes its generated struct indented, fields in name order
+    manifest = json.dumps(dump.to_json(), indent=2, sort_keys=True).encode()
     catalog.block_store(repo).put(MANIFEST_KEY, manifest)
     return dump
 
