@@ -13,11 +13,14 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 import boto3
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.utils import parse_timestamp as botocore_timestamp
 
 from mirror.block.errors import (
     BlockNotFoundError,
@@ -38,10 +41,12 @@ __all__ = [
     "is_range_error",
     "make_s3_client",
     "map_s3_error",
+    "parse_timestamp",
     "range_header",
     "s3_key",
     "s3_store_factory",
     "split_s3_namespace",
+    "use_fast_timestamps",
 ]
 
 _MIB = 1 << 20
@@ -122,9 +127,38 @@ def client_config(settings: S3Settings) -> Config:
     )
 
 
+def parse_timestamp(value: Any) -> datetime:
+    """Parse a timestamp of an S3 response as botocore does, ISO 8601 ones much faster.
+
+    botocore parses every timestamp with dateutil, ~80 µs each: three quarters of the client's
+    CPU on a ``ListObjectsV2`` page of 1,000 keys, each with its ``LastModified``. Listings give
+    ISO 8601 with a zone, which :meth:`datetime.fromisoformat` reads; headers' RFC 1123 dates
+    and anything else still go to botocore.
+    """
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            parsed = None
+        if parsed is not None and parsed.tzinfo is not None:
+            return parsed
+    result: datetime = botocore_timestamp(value)
+    return result
+
+
+def use_fast_timestamps(session: Any) -> Any:
+    """Return ``session`` (botocore or aiobotocore), parsing with :func:`parse_timestamp`."""
+    factory = session.get_component("response_parser_factory")
+    factory.set_parser_defaults(timestamp_parser=parse_timestamp)
+    return session
+
+
 def make_s3_client(settings: S3Settings) -> S3Client:
     """Return a thread-safe boto3 S3 client configured by ``settings``."""
-    session = boto3.session.Session(**session_options(settings))
+    session = boto3.session.Session(
+        **session_options(settings),
+        botocore_session=use_fast_timestamps(botocore.session.get_session()),
+    )
     return session.client("s3", endpoint_url=settings.endpoint_url, config=client_config(settings))
 
 
@@ -246,6 +280,16 @@ class S3BlockStore:
     def bucket(self) -> str:
         """Return the bucket holding the objects."""
         return self._bucket
+
+    @property
+    def client(self) -> S3Client:
+        """Return the boto3 client this store sends its requests through."""
+        return self._client
+
+    @property
+    def base(self) -> str:
+        """Return the key prefix of the namespace inside the bucket (``""`` or ending in ``/``)."""
+        return self._base
 
     def _key(self, key: str) -> str:
         return s3_key(self._base, key)

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import aioboto3
+import aiobotocore.session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mirror.block.errors import BlockNotFoundError, InvalidRangeError
@@ -25,6 +26,7 @@ from mirror.block.s3 import (
     s3_key,
     session_options,
     split_s3_namespace,
+    use_fast_timestamps,
 )
 
 if TYPE_CHECKING:
@@ -37,7 +39,10 @@ __all__ = ["AsyncS3BlockStore", "async_s3_client"]
 async def async_s3_client(settings: S3Settings | None = None) -> AsyncIterator[AsyncS3Client]:
     """Open an aioboto3 S3 client configured by ``settings``; close it on exit."""
     settings = settings or S3Settings()
-    session = aioboto3.Session(**session_options(settings))
+    session = aioboto3.Session(
+        **session_options(settings),
+        botocore_session=use_fast_timestamps(aiobotocore.session.get_session()),
+    )
     config = client_config(settings)
     async with session.client("s3", endpoint_url=settings.endpoint_url, config=config) as client:
         yield client
