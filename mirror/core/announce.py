@@ -165,6 +165,8 @@ def on_branch(
     """Run pre-commit, pre-revert or pre-cherry-pick (``source_ref``: the branch name)."""
 
     def event(repo: Repository) -> HookEvent:
+        # a missing branch is the write's to report, in its own words
+        ctx.refs.get_branch(repo, validate_branch_id(branch))
         return HookEvent(
             event_type,
             repo.id,

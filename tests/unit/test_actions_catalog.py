@@ -7,7 +7,7 @@ import pytest
 from mirror.actions import ActionsService
 from mirror.core import open_memory
 from mirror.core.catalog import Catalog
-from mirror.core.errors import RepositoryReadOnlyError
+from mirror.core.errors import BranchNotFoundError, RepositoryReadOnlyError
 from mirror.core.hooks import HookAbortError, HookEvent, HookRun
 
 
@@ -119,3 +119,13 @@ def test_actions_of_a_commit_are_kept_and_a_branch_is_read_each_time(catalog: Ca
     assert [a.name for a in service.load("repo", "main")] == ["Two"]
     assert [a.name for a in service.load("repo", commit.id)] == ["One"]
     service.close()
+
+
+def test_a_missing_branch_is_reported_by_the_write_itself(catalog: Catalog) -> None:
+    hooks = Recorder()
+    catalog.hooks = hooks
+    with pytest.raises(BranchNotFoundError):
+        catalog.commit("repo", "nope", "m")
+    with pytest.raises(BranchNotFoundError):
+        catalog.delete_branch("repo", "nope")
+    assert hooks.events == []
