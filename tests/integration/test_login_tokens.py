@@ -178,6 +178,7 @@ def test_invalid_bearer_is_401_without_falling_back_to_basic(server: Server) -> 
     assert answer.json()["user"]["id"] == "admin"
 
 
+@pytest.mark.both_backends
 def test_deleted_user_and_user_without_keys_lose_their_tokens(
     server: Server, make_user: MakeUser, client: Any
 ) -> None:
