@@ -14,6 +14,7 @@ from collections.abc import Callable
 from mirror.core.context import CatalogContext
 from mirror.core.hooks import HookEvent, HookRun, Hooks, NoHooks
 from mirror.core.model import Branch, Commit, Repository
+from mirror.core.protection import check_commit
 from mirror.core.resolve import require_commit_ref, resolve_ref
 from mirror.core.validate import validate_branch_id, validate_tag_id
 from mirror.errors import LakeMirrorError, NotFoundError
@@ -165,8 +166,12 @@ def on_branch(
     """Run pre-commit, pre-revert or pre-cherry-pick (``source_ref``: the branch name)."""
 
     def event(repo: Repository) -> HookEvent:
-        # a missing branch is the write's to report, in its own words
-        ctx.refs.get_branch(repo, validate_branch_id(branch))
+        # a missing or protected branch is the write's to report, in its own words (lakeFS
+        # refuses a commit to a protected branch before its hooks run)
+        branch_id = validate_branch_id(branch)
+        ctx.refs.get_branch(repo, branch_id)
+        if event_type == "pre-commit":
+            check_commit(ctx.kv, repo, branch_id)
         return HookEvent(
             event_type,
             repo.id,

@@ -7,8 +7,13 @@ import pytest
 from mirror.actions import ActionsService
 from mirror.core import open_memory
 from mirror.core.catalog import Catalog
-from mirror.core.errors import BranchNotFoundError, RepositoryReadOnlyError
+from mirror.core.errors import (
+    BranchNotFoundError,
+    ProtectedBranchCommitError,
+    RepositoryReadOnlyError,
+)
 from mirror.core.hooks import HookAbortError, HookEvent, HookRun
+from mirror.core.protection import add_rule
 
 
 class Recorder:
@@ -128,4 +133,13 @@ def test_a_missing_branch_is_reported_by_the_write_itself(catalog: Catalog) -> N
         catalog.commit("repo", "nope", "m")
     with pytest.raises(BranchNotFoundError):
         catalog.delete_branch("repo", "nope")
+    assert hooks.events == []
+
+
+def test_a_protected_branch_refuses_the_commit_before_its_hooks(catalog: Catalog) -> None:
+    add_rule(catalog.kv, catalog.get_repository("repo"), "main")
+    hooks = Recorder()
+    catalog.hooks = hooks
+    with pytest.raises(ProtectedBranchCommitError):
+        catalog.commit("repo", "main", "m", allow_empty=True)
     assert hooks.events == []
