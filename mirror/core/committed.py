@@ -10,13 +10,10 @@ rewrites only the ranges whose key span it touches and reuses every other range 
 from __future__ import annotations
 
 import bisect
-import functools
 import hashlib
-import io
-import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +21,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mirror.block.protocol import BlockStore
-from mirror.core.ids import _INT64, _STRING, _STRING_MAP, Identity, MetaRangeID, RangeID
-from mirror.core.model import AddressType, Entry
+from mirror.core.columnar import (
+    RangeData,
+    Run,
+    build_range,
+    metarange_encoding,
+    records_table,
+    to_parquet,
+)
+from mirror.core.encoding import (
+    estimate,
+    key_hash,
+    pack_int64,
+    range_digest,
+    range_end_hash,
+    string,
+)
+from mirror.core.ids import MetaRangeID, RangeID
+from mirror.core.model import Entry
 
 __all__ = [
     "METADATA_PREFIX",
@@ -38,6 +51,8 @@ __all__ = [
     "apply_changes",
     "decode_metarange",
     "decode_range",
+    "metarange_id",
+    "range_id",
 ]
 
 METADATA_PREFIX = "_lakefs/"
@@ -45,20 +60,6 @@ METADATA_PREFIX = "_lakefs/"
 Record = tuple[str, Entry]
 Change = tuple[str, Entry | None]
 
-_RANGE_FIELDS: list[pa.Field[Any]] = [
-    pa.field("key", pa.string()),
-    pa.field("address", pa.string()),
-    pa.field("address_type", pa.string()),
-    pa.field("size", pa.int64()),
-    pa.field("mtime", pa.int64()),
-    pa.field("checksum", pa.string()),
-    pa.field("content_type", pa.string()),
-    pa.field("metadata", pa.map_(pa.string(), pa.string())),
-    pa.field("identity", pa.string()),
-]
-_RANGE_SCHEMA = pa.schema(_RANGE_FIELDS)
-_RANGE_COLUMNS = [name for name in _RANGE_SCHEMA.names if name != "identity"]
-_ADDRESS_TYPES = {t.value: t for t in AddressType}
 _METARANGE_FIELDS: list[pa.Field[Any]] = [
     pa.field("range_id", pa.string()),
     pa.field("min_key", pa.string()),
@@ -78,19 +79,11 @@ class ChunkingParams:
 
     def is_boundary_key(self, key: str) -> bool:
         """Return whether a range ends after ``key`` by the hash rule."""
-        return _key_hash(key) % self.raggedness == 0
+        return key_hash(key) % self.raggedness == 0
 
     def ends_range(self, info: RangeInfo) -> bool:
         """Return whether a range closed at its last key by rule (not by running out of data)."""
-        return info.bytes >= self.max_bytes or _range_end_hash(info.max_key) % self.raggedness == 0
-
-
-def _key_hash(key: str) -> int:
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
-
-
-# Every commit asks this of each range it reuses, so the last keys of ranges are remembered.
-_range_end_hash = functools.lru_cache(maxsize=1 << 16)(_key_hash)
+        return info.bytes >= self.max_bytes or range_end_hash(info.max_key) % self.raggedness == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,102 +121,9 @@ class WriteStats:
         return self.added + self.removed + self.changed
 
 
-def _estimate(key: str, entry: Entry) -> int:
-    size = len(key) + len(entry.address) + len(entry.checksum) + len(entry.content_type) + 48
-    if entry.metadata:
-        size += sum(len(k) + len(v) for k, v in entry.metadata.items())
-    return size
-
-
-# The canonical encoding of :class:`~mirror.core.ids.Encoder`, built as whole byte strings: one
-# hash update per record instead of a dozen keeps range IDs affordable for large ranges.
-_INT64_HEAD = struct.Struct(">BBq")
-_SIZED_HEAD = struct.Struct(">BBBq")
-_pack_int64 = functools.partial(_INT64_HEAD.pack, _INT64, 8)
-_pack_string_head = functools.partial(_SIZED_HEAD.pack, _STRING, _INT64, 8)
-
-
-def _string(value: str) -> bytes:
-    data = value.encode()
-    return _pack_string_head(len(data)) + data
-
-
-@functools.lru_cache(maxsize=1024)
-def _common_string(value: str) -> bytes:
-    """Return :func:`_string` of a value repeated across records (address types, content types)."""
-    return _string(value)
-
-
-_EMPTY_MAP = _SIZED_HEAD.pack(_STRING_MAP, _INT64, 8, 0)
-
-
-def _string_map(values: Mapping[str, str]) -> bytes:
-    if not values:
-        return _EMPTY_MAP
-    parts = [_SIZED_HEAD.pack(_STRING_MAP, _INT64, 8, len(values))]
-    for k in sorted(values, key=str.encode):
-        parts.append(_string(k))
-        parts.append(_string(values[k]))
-    return b"".join(parts)
-
-
-def _entry_encoding(e: Entry) -> bytes:
-    """Return the encoding of an entry's fields in a range record, caching it on the entry.
-
-    Entries are immutable and most records of a rewritten range come unchanged from the range
-    cache, so each entry is encoded once. Its identity, which hashes a subset of the same fields,
-    is cached alongside when not known yet.
-    """
-    cached = e._encoded
-    if cached is not None:
-        return cached
-    a = e.address.encode()
-    c = e.checksum.encode()
-    size = _pack_int64(e.size)
-    checksum = _pack_string_head(len(c)) + c
-    content_type = _common_string(e.content_type)
-    metadata = _string_map(e.metadata)
-    encoded = b"".join(
-        (
-            _pack_string_head(len(a)),
-            a,
-            _common_string(e.address_type),
-            size,
-            _pack_int64(e.mtime),
-            checksum,
-            content_type,
-            metadata,
-        )
-    )
-    object.__setattr__(e, "_encoded", encoded)
-    if e._identity is None:
-        identity = size + checksum + metadata
-        if e.content_type:
-            identity += content_type
-        object.__setattr__(e, "_identity", Identity(hashlib.sha256(identity).hexdigest()))
-    return encoded
-
-
-def _range_digest(records: list[Record]) -> tuple[RangeID, list[str]]:
-    """Return the ID of a range holding ``records`` and each record's ``entry.identity``.
-
-    The identity hashes the same bytes as :func:`~mirror.core.ids.entry_identity`, reusing the
-    fields already encoded for the range.
-    """
-    h = hashlib.sha256(_string("range:v1") + _pack_int64(len(records)))
-    parts = []
-    for key, e in records:
-        k = key.encode()
-        parts.append(_pack_string_head(len(k)))
-        parts.append(k)
-        parts.append(_entry_encoding(e))
-    h.update(b"".join(parts))
-    return RangeID(h.hexdigest()), [e.identity for _, e in records]
-
-
 def range_id(records: list[Record]) -> RangeID:
     """Return the ID of a range holding ``records``."""
-    return _range_digest(records)[0]
+    return range_digest(records)[0]
 
 
 _ROWS: dict[str, tuple[RangeInfo, bytes]] = {}
@@ -237,11 +137,11 @@ def _metarange_row(r: RangeInfo) -> bytes:
         return hit[1]
     row = b"".join(
         (
-            _string(r.id),
-            _string(r.min_key),
-            _string(r.max_key),
-            _pack_int64(r.count),
-            _pack_int64(r.bytes),
+            string(r.id),
+            string(r.min_key),
+            string(r.max_key),
+            pack_int64(r.count),
+            pack_int64(r.bytes),
         )
     )
     if len(_ROWS) >= _ROWS_MAX:
@@ -250,22 +150,67 @@ def _metarange_row(r: RangeInfo) -> bytes:
     return row
 
 
+_METARANGE_TAG = string("metarange:v1")
+
+
 def metarange_id(ranges: list[RangeInfo]) -> MetaRangeID:
     """Return the ID of a metarange listing ``ranges``."""
-    h = hashlib.sha256(_string("metarange:v1") + _pack_int64(len(ranges)))
+    h = hashlib.sha256(_METARANGE_TAG + pack_int64(len(ranges)))
     h.update(b"".join(map(_metarange_row, ranges)))
     return MetaRangeID(h.hexdigest())
 
 
-def _to_parquet(table: pa.Table) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
-    return buf.getvalue()
+def _metarange_table(ranges: list[RangeInfo]) -> pa.Table:
+    return pa.table(
+        {
+            "range_id": [r.id for r in ranges],
+            "min_key": [r.min_key for r in ranges],
+            "max_key": [r.max_key for r in ranges],
+            "count": [r.count for r in ranges],
+            "bytes": [r.bytes for r in ranges],
+        },
+        schema=_METARANGE_SCHEMA,
+    )
+
+
+class MetaRangeRows:
+    """A metarange as Arrow columns and row encodings, to splice into the next metarange.
+
+    Args:
+        table: The metarange file's columns.
+        ranges: The same rows as :class:`RangeInfo`.
+    """
+
+    __slots__ = ("_encoded", "ranges", "table")
+
+    def __init__(self, table: pa.Table, ranges: list[RangeInfo]) -> None:
+        self.table = table
+        self.ranges = ranges
+        self._encoded: tuple[bytes, Any] | None = None
+
+    def encoding(self) -> tuple[bytes, Any]:
+        """Return the canonical encoding of the rows and where each row starts (n + 1)."""
+        if self._encoded is None:
+            self._encoded = metarange_encoding(self.table)
+        return self._encoded
+
+
+# Consecutive rows ``start`` to ``stop`` (excluded) of an existing metarange.
+_RowRun = tuple[MetaRangeRows, int, int]
+
+
+def _read_metarange_table(data: bytes) -> pa.Table:
+    table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
+    return table.cast(_METARANGE_SCHEMA).combine_chunks()
 
 
 def decode_metarange(data: bytes) -> list[RangeInfo]:
     """Return the ranges listed by the bytes of a metarange file, in key order."""
-    cols = pq.read_table(io.BytesIO(data), use_threads=False).to_pydict()
+    return _ranges_of(_read_metarange_table(data))
+
+
+def _ranges_of(table: pa.Table) -> list[RangeInfo]:
+    cols = table.to_pydict()
     return [
         RangeInfo(RangeID(i), lo, hi, c, b)
         for i, lo, hi, c, b in zip(
@@ -281,22 +226,8 @@ def decode_metarange(data: bytes) -> list[RangeInfo]:
 
 def decode_range(data: bytes) -> tuple[list[str], list[Entry]]:
     """Return the sorted keys held by the bytes of a range file and their entries."""
-    cols = pq.read_table(io.BytesIO(data), columns=_RANGE_COLUMNS, use_threads=False).to_pydict()
-    types = _ADDRESS_TYPES
-    entries = [
-        Entry(a, s, c, m, ct, dict(md) if md else {}, types[at])
-        for a, at, s, m, c, ct, md in zip(
-            cols["address"],
-            cols["address_type"],
-            cols["size"],
-            cols["mtime"],
-            cols["checksum"],
-            cols["content_type"],
-            cols["metadata"],
-            strict=True,
-        )
-    ]
-    return list(cols["key"]), entries
+    rows = RangeData.from_parquet(data)
+    return rows.keys, rows.entries
 
 
 class CommittedStore:
@@ -334,50 +265,87 @@ class CommittedStore:
 
         ``size`` is the sum of the records' estimated sizes, when the caller has it already.
         """
-        rid, identities = _range_digest(records)
+        rid, identities = range_digest(records)
         keys = [k for k, _ in records]
         entries = [e for _, e in records]
         if size is None:
-            size = sum(map(_estimate, keys, entries))
-        info = RangeInfo(rid, keys[0], keys[-1], len(records), size)
-        table = pa.table(
-            {
-                "key": keys,
-                "address": [e.address for e in entries],
-                "address_type": [e.address_type for e in entries],
-                "size": [e.size for e in entries],
-                "mtime": [e.mtime for e in entries],
-                "checksum": [e.checksum for e in entries],
-                "content_type": [e.content_type for e in entries],
-                "metadata": [list(e.metadata.items()) for e in entries],
-                "identity": identities,
-            },
-            schema=_RANGE_SCHEMA,
-        )
-        if self.block.put_if_absent(METADATA_PREFIX + rid, _to_parquet(table)):
+            size = sum(map(estimate, keys, entries))
+        table = records_table(records, identities)
+        self._put_range(rid, table, stats)
+        self._remember("r:" + rid, RangeData(table, keys, entries))
+        return RangeInfo(rid, keys[0], keys[-1], len(records), size)
+
+    def write_pieces(self, pieces: list[Run | list[Record]], stats: WriteStats) -> RangeInfo:
+        """Write the range made of runs of existing ranges and new records, unless it exists.
+
+        The file and ID are those :meth:`write_range` gives for the same records.
+        """
+        rid, rows, size = build_range(pieces)
+        self._put_range(rid, rows.table, stats)
+        self._remember("r:" + rid, rows)
+        return RangeInfo(rid, rows.keys[0], rows.keys[-1], len(rows), size)
+
+    def _put_range(self, rid: RangeID, table: pa.Table, stats: WriteStats) -> None:
+        if self.block.put_if_absent(METADATA_PREFIX + rid, to_parquet(table)):
             stats.ranges_written += 1
             stats.written_keys.append(METADATA_PREFIX + rid)
-        self._remember("r:" + rid, (keys, entries))
-        return info
 
     def write_metarange(self, ranges: list[RangeInfo], stats: WriteStats) -> MetaRangeID:
         """Write a metarange file listing ``ranges`` unless it exists; return its ID."""
         mid = metarange_id(ranges)
-        table = pa.table(
-            {
-                "range_id": [r.id for r in ranges],
-                "min_key": [r.min_key for r in ranges],
-                "max_key": [r.max_key for r in ranges],
-                "count": [r.count for r in ranges],
-                "bytes": [r.bytes for r in ranges],
-            },
-            schema=_METARANGE_SCHEMA,
-        )
-        if self.block.put_if_absent(METADATA_PREFIX + mid, _to_parquet(table)):
+        table = _metarange_table(ranges)
+        self._put_metarange(mid, table, stats)
+        self._remember("m:" + mid, list(ranges))
+        self._remember("t:" + mid, MetaRangeRows(table, list(ranges)))
+        return mid
+
+    def write_metarange_pieces(
+        self, pieces: list[_RowRun | list[RangeInfo]], stats: WriteStats
+    ) -> MetaRangeID:
+        """Write the metarange made of runs of existing metaranges and new rows, in order.
+
+        The file and ID are those :meth:`write_metarange` gives for the same rows.
+        """
+        tables: list[pa.Table] = []
+        encoded: list[Any] = []
+        ranges: list[RangeInfo] = []
+        for piece in pieces:
+            if isinstance(piece, list):
+                tables.append(_metarange_table(piece))
+                encoded.extend(map(_metarange_row, piece))
+                ranges.extend(piece)
+                continue
+            rows, start, stop = piece
+            blob, starts = rows.encoding()
+            tables.append(rows.table.slice(start, stop - start))
+            encoded.append(memoryview(blob)[int(starts[start]) : int(starts[stop])])
+            ranges.extend(rows.ranges[start:stop])
+        h = hashlib.sha256(_METARANGE_TAG + pack_int64(len(ranges)))
+        h.update(b"".join(encoded))
+        mid = MetaRangeID(h.hexdigest())
+        table = pa.concat_tables(tables).combine_chunks()
+        self._put_metarange(mid, table, stats)
+        self._remember("m:" + mid, ranges)
+        self._remember("t:" + mid, MetaRangeRows(table, ranges))
+        return mid
+
+    def _put_metarange(self, mid: MetaRangeID, table: pa.Table, stats: WriteStats) -> None:
+        if self.block.put_if_absent(METADATA_PREFIX + mid, to_parquet(table)):
             stats.metaranges_written += 1
             stats.written_keys.append(METADATA_PREFIX + mid)
-        self._remember("m:" + mid, list(ranges))
-        return mid
+
+    def metarange_rows(self, mid: str) -> MetaRangeRows:
+        """Return metarange ``mid`` as columns (``""``, the empty tree, has no rows)."""
+        if not mid:
+            return MetaRangeRows(_metarange_table([]), [])
+        cached = self._cached("t:" + mid)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        table = _read_metarange_table(self.block.get(METADATA_PREFIX + mid))
+        ranges = self._cached("m:" + mid)
+        rows = MetaRangeRows(table, ranges if ranges is not None else _ranges_of(table))  # type: ignore[arg-type]
+        self._remember("t:" + mid, rows)
+        return rows
 
     def read_metarange(self, mid: str) -> list[RangeInfo]:
         """Return the ranges of metarange ``mid`` (``""``, the empty tree, has none)."""
@@ -386,8 +354,10 @@ class CommittedStore:
         cached = self._cached("m:" + mid)
         if cached is not None:
             return cached  # type: ignore[return-value]
-        ranges = decode_metarange(self.block.get(METADATA_PREFIX + mid))
+        table = _read_metarange_table(self.block.get(METADATA_PREFIX + mid))
+        ranges = _ranges_of(table)
         self._remember("m:" + mid, ranges)
+        self._remember("t:" + mid, MetaRangeRows(table, ranges))
         return ranges
 
     def max_keys(self, mid: str, ranges: list[RangeInfo]) -> list[str]:
@@ -399,14 +369,19 @@ class CommittedStore:
         self._remember("k:" + mid, keys)
         return keys
 
-    def read_range(self, rid: str) -> tuple[list[str], list[Entry]]:
-        """Return the sorted keys of range ``rid`` and their entries."""
+    def read_rows(self, rid: str) -> RangeData:
+        """Return the records of range ``rid`` as columns (see :class:`RangeData`)."""
         cached = self._cached("r:" + rid)
         if cached is not None:
             return cached  # type: ignore[return-value]
-        value = decode_range(self.block.get(METADATA_PREFIX + rid))
-        self._remember("r:" + rid, value)
-        return value
+        rows = RangeData.from_parquet(self.block.get(METADATA_PREFIX + rid))
+        self._remember("r:" + rid, rows)
+        return rows
+
+    def read_range(self, rid: str) -> tuple[list[str], list[Entry]]:
+        """Return the sorted keys of range ``rid`` and their entries."""
+        rows = self.read_rows(rid)
+        return rows.keys, rows.entries
 
     def lookup(self, mid: str, key: str) -> Entry | None:
         """Return the entry at ``key`` in metarange ``mid``, or ``None``."""
@@ -431,41 +406,99 @@ class CommittedStore:
 
 
 class MetaRangeWriter:
-    """Build a tree from sorted records and reused ranges, split by :class:`ChunkingParams`."""
+    """Build a tree from sorted records and reused ranges, split by :class:`ChunkingParams`.
+
+    The open range is a list of pieces: runs of records of existing ranges (added with
+    :meth:`add_run`, never decoded into entries) and lists of new records (:meth:`add`).
+    """
 
     def __init__(self, store: CommittedStore, params: ChunkingParams, stats: WriteStats) -> None:
         self._store = store
         self._params = params
         self.stats = stats
-        self._ranges: list[RangeInfo] = []
-        self._buf: list[Record] = []
+        self._ranges: list[_RowRun | list[RangeInfo]] = []
+        self._pieces: list[Run | list[Record]] = []
         self._buf_bytes = 0
 
     @property
     def at_boundary(self) -> bool:
         """Return whether no range is open, so an existing range may be appended whole."""
-        return not self._buf
+        return not self._pieces
 
     def add(self, key: str, entry: Entry) -> None:
         """Append one record; keys must strictly increase."""
-        self._buf.append((key, entry))
-        self._buf_bytes += _estimate(key, entry)
+        pieces = self._pieces
+        if pieces and isinstance(pieces[-1], list):
+            pieces[-1].append((key, entry))
+        else:
+            pieces.append([(key, entry)])
+        self._buf_bytes += estimate(key, entry)
         if self._buf_bytes >= self._params.max_bytes or self._params.is_boundary_key(key):
             self._flush()
 
+    def add_run(self, rows: RangeData, start: int, stop: int) -> None:
+        """Append records ``start`` to ``stop`` (excluded) of an existing range, unchanged.
+
+        The range ends where :meth:`add` of each record would have ended it: after a boundary
+        key of the hash rule, or at the record that brings the open range to ``max_bytes``.
+        """
+        if start >= stop:
+            return
+        boundaries = rows.boundaries(self._params.raggedness)
+        sums = rows.sizes()
+        while start < stop:
+            b = bisect.bisect_left(boundaries, start)
+            end = boundaries[b] if b < len(boundaries) else stop
+            # the first record with which the open range reaches max_bytes
+            need = self._params.max_bytes - self._buf_bytes + sums[start]
+            end = min(end, bisect.bisect_left(sums, need, start + 1) - 1)
+            if end >= stop:
+                self._pieces.append((rows, start, stop))
+                self._buf_bytes += sums[stop] - sums[start]
+                return
+            self._pieces.append((rows, start, end + 1))
+            self._buf_bytes += sums[end + 1] - sums[start]
+            self._flush()
+            start = end + 1
+
     def add_ranges(self, infos: list[RangeInfo]) -> None:
         """Append existing ranges unchanged; only allowed at a boundary."""
-        if self._buf:
+        if self._pieces:
             raise AssertionError("add_ranges with an open range")
-        self._ranges.extend(infos)
+        self._add_info(*infos)
         self.stats.ranges_reused += len(infos)
 
+    def reuse_ranges(self, rows: MetaRangeRows, start: int, stop: int) -> None:
+        """Append ranges ``start`` to ``stop`` (excluded) of a metarange unchanged."""
+        if self._pieces:
+            raise AssertionError("reuse_ranges with an open range")
+        if stop > start:
+            self._ranges.append((rows, start, stop))
+            self.stats.ranges_reused += stop - start
+
+    def _add_info(self, *infos: RangeInfo) -> None:
+        if self._ranges and isinstance(self._ranges[-1], list):
+            self._ranges[-1].extend(infos)
+        elif infos:
+            self._ranges.append(list(infos))
+
     def _flush(self) -> None:
-        if self._buf:
-            info = self._store.write_range(self._buf, self.stats, self._buf_bytes)
-            self._ranges.append(info)
-            self._buf = []
-            self._buf_bytes = 0
+        pieces = self._pieces
+        if not pieces:
+            return
+        if len(pieces) == 1 and isinstance(pieces[0], list):
+            info = self._store.write_range(pieces[0], self.stats, self._buf_bytes)
+        else:
+            info = self._store.write_pieces(pieces, self.stats)
+        rows = self._store._cached("r:" + info.id)
+        if isinstance(rows, RangeData):
+            # every key but the last was checked while the range was open
+            last = info.count - 1
+            ends = range_end_hash(info.max_key) % self._params.raggedness == 0
+            rows.know_boundaries(self._params.raggedness, [last] if ends else [])
+        self._add_info(info)
+        self._pieces = []
+        self._buf_bytes = 0
 
     def close(self) -> MetaRangeID:
         """Write the last range and the metarange; return the metarange ID.
@@ -474,7 +507,11 @@ class MetaRangeWriter:
         commit has the ID ``""`` (as in lakeFS, whose clients tell the two apart).
         """
         self._flush()
-        return self._store.write_metarange(self._ranges, self.stats)
+        pieces = self._ranges
+        if all(isinstance(p, list) for p in pieces):
+            infos = [r for p in pieces if isinstance(p, list) for r in p]
+            return self._store.write_metarange(infos, self.stats)
+        return self._store.write_metarange_pieces(pieces, self.stats)
 
 
 class _Peekable:
@@ -505,12 +542,15 @@ def apply_changes(
 
     A change whose entry has the same identity as the base record keeps the base record.
     Ranges with no change in their key span are reused unread whenever the writer is at a
-    boundary, which is the case after every range that ended by rule.
+    boundary, which is the case after every range that ended by rule. A range a change falls
+    in is rewritten as runs of its unchanged records around the changes (see
+    :meth:`MetaRangeWriter.add_run`), so its cost follows the changes more than its size.
     """
     stats = stats or WriteStats()
     writer = MetaRangeWriter(store, params, stats)
     pending = _Peekable(changes)
-    ranges = store.read_metarange(base)
+    meta = store.metarange_rows(base)
+    ranges = meta.ranges
     max_keys = store.max_keys(base, ranges)
     i = 0
     while i < len(ranges):
@@ -523,36 +563,35 @@ def apply_changes(
                 r = ranges[j - 1]
                 tail_ok = params.ends_range(r) or (j == len(ranges) and nxt is None)
                 reuse = j if tail_ok else j - 1
-                writer.add_ranges(ranges[i:reuse])
+                writer.reuse_ranges(meta, i, reuse)
                 i = reuse
                 if i == j:
                     continue
         r = ranges[i]
         i += 1
-        keys, entries = store.read_range(r.id)
+        rows = store.read_rows(r.id)
         stats.ranges_read += 1
-        for key, entry in zip(keys, entries, strict=True):
-            while (c := pending.peek()) is not None and c[0] < key:
-                pending.pop()
-                if c[1] is not None:
-                    writer.add(c[0], c[1])
-                    stats.added += 1
-            c = pending.peek()
-            if c is not None and c[0] == key:
-                pending.pop()
-                if c[1] is None:
-                    stats.removed += 1
-                    continue
-                if c[1].identity != entry.identity:
-                    writer.add(key, c[1])
-                    stats.changed += 1
-                    continue
-            writer.add(key, entry)
+        keys = rows.keys
+        pos = 0
         while (c := pending.peek()) is not None and c[0] <= r.max_key:
             pending.pop()
-            if c[1] is not None:
-                writer.add(c[0], c[1])
+            key, entry = c
+            j = bisect.bisect_left(keys, key, pos)
+            writer.add_run(rows, pos, j)
+            pos = j
+            if j < len(keys) and keys[j] == key:
+                pos = j + 1
+                if entry is None:
+                    stats.removed += 1
+                elif entry.identity != rows.identity(j):
+                    writer.add(key, entry)
+                    stats.changed += 1
+                else:
+                    writer.add_run(rows, j, j + 1)
+            elif entry is not None:
+                writer.add(key, entry)
                 stats.added += 1
+        writer.add_run(rows, pos, len(keys))
     while (c := pending.peek()) is not None:
         pending.pop()
         if c[1] is not None:

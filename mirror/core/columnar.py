@@ -1,0 +1,343 @@
+"""Ranges held as Arrow columns, so that rewriting a range costs its changes, not its records.
+
+A commit rewrites each range its changes fall in. Decoding every record of such a range into an
+:class:`~mirror.core.model.Entry`, encoding it again for the range ID and converting it back to
+Arrow for the Parquet file costs some microseconds per record: most of a small commit in a large
+repository. A :class:`RangeData` keeps a range as it was read: its Arrow table, its keys, and the
+canonical encoding of its records (:mod:`mirror.core.encoding`) computed for whole columns at
+once with numpy. A rewritten range is then assembled from runs of unchanged records (table
+slices and byte slices) and the few changed records, which alone go through Python objects
+(:func:`build_range`). The bytes hashed and written are exactly those of the record-by-record
+path, so range IDs and files do not depend on which path wrote them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from mirror.core.encoding import (
+    ADDRESS_TYPES,
+    EMPTY_MAP,
+    RANGE_SCHEMA,
+    estimate,
+    key_hash,
+    range_header,
+    record_encoding,
+    string_map,
+)
+from mirror.core.ids import _INT64, _STRING, RangeID
+from mirror.core.model import Entry
+
+__all__ = ["RangeData", "Run", "build_range", "records_table", "to_parquet"]
+
+Record = tuple[str, Entry]
+Ints = npt.NDArray[np.int64]
+Bytes = npt.NDArray[np.uint8]
+# A column of byte strings as numpy: the offsets of each value (n + 1) and the data they index.
+_Column = tuple[Ints, Bytes]
+
+
+def to_parquet(table: pa.Table) -> bytes:
+    """Return the bytes of a range or metarange file holding ``table``."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def records_table(records: Sequence[Record], identities: Sequence[str]) -> pa.Table:
+    """Return the Arrow table of a range file for ``records`` and their identities."""
+    entries = [e for _, e in records]
+    return pa.table(
+        {
+            "key": [k for k, _ in records],
+            "address": [e.address for e in entries],
+            "address_type": [e.address_type for e in entries],
+            "size": [e.size for e in entries],
+            "mtime": [e.mtime for e in entries],
+            "checksum": [e.checksum for e in entries],
+            "content_type": [e.content_type for e in entries],
+            "metadata": [list(e.metadata.items()) for e in entries],
+            "identity": list(identities),
+        },
+        schema=RANGE_SCHEMA,
+    )
+
+
+def _strings(array: Any) -> _Column:
+    """Return the offsets and UTF-8 data of a string or binary array without copying the data."""
+    if array.null_count:
+        raise ValueError("range column holds nulls")
+    _, offsets, data = array.buffers()
+    starts = np.frombuffer(offsets, np.int32, len(array) + 1, array.offset * 4).astype(np.int64)
+    return starts, (np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8))
+
+
+def _fixed(rows: Bytes) -> _Column:
+    """Return an ``(n, width)`` array of byte rows as a column of n values."""
+    n, width = rows.shape
+    return np.arange(n + 1, dtype=np.int64) * width, rows.reshape(-1)
+
+
+def _heads(lengths: Ints) -> _Column:
+    """Return the encoding heads (tag, 8-byte big-endian length) of strings of ``lengths``."""
+    rows = np.empty((len(lengths), 11), np.uint8)
+    rows[:, 0] = _STRING
+    rows[:, 1] = _INT64
+    rows[:, 2] = 8
+    rows[:, 3:] = lengths.astype(">i8").view(np.uint8).reshape(-1, 8)
+    return _fixed(rows)
+
+
+def _int64s(values: Ints) -> _Column:
+    rows = np.empty((len(values), 10), np.uint8)
+    rows[:, 0] = _INT64
+    rows[:, 1] = 8
+    rows[:, 2:] = values.astype(">i8").view(np.uint8).reshape(-1, 8)
+    return _fixed(rows)
+
+
+def _interleave(columns: list[_Column]) -> tuple[bytes, Ints]:
+    """Return the records whose fields are the values of ``columns`` in turn, and their offsets.
+
+    Each column's data is copied with one scatter: value ``i`` of a column lands at the start of
+    that field in record ``i``.
+    """
+    lengths = np.stack([offsets[1:] - offsets[:-1] for offsets, _ in columns], axis=1)
+    width = lengths.shape[1]
+    starts = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths.reshape(-1), out=starts[1:])
+    field_starts = starts[:-1].reshape(lengths.shape)
+    out = np.empty(int(starts[-1]), np.uint8)
+    for c, (offsets, data) in enumerate(columns):
+        first, last = int(offsets[0]), int(offsets[-1])
+        if last == first:
+            continue
+        shift = np.repeat(field_starts[:, c] - offsets[:-1], lengths[:, c])
+        out[np.arange(first, last, dtype=np.int64) + shift] = data[first:last]
+    return out.tobytes(), starts[::width]
+
+
+def _maps(column: Any) -> tuple[_Column, list[int] | None]:
+    """Return the encoded metadata maps of a range, and their estimated sizes if any is set."""
+    n = len(column)
+    offsets = column.offsets
+    if not n or offsets[n].as_py() == offsets[0].as_py():
+        return _fixed(np.tile(np.frombuffer(EMPTY_MAP, np.uint8), (n, 1))), None
+    values = [dict(m) if m else {} for m in column.to_pylist()]
+    encoded = pa.array([string_map(m) for m in values], pa.binary())
+    sizes = [sum(len(k) + len(v) for k, v in m.items()) for m in values]
+    return _strings(encoded), sizes
+
+
+class RangeData:
+    """One range's records: Arrow table, sorted keys, and (computed when asked) encodings.
+
+    Args:
+        table: The range file's columns, with the schema of range files.
+        keys: The keys of ``table``, as Python strings.
+        entries: The records' entries when already at hand; decoded from ``table`` otherwise.
+    """
+
+    __slots__ = ("_boundaries", "_encoded", "_entries", "_identities", "_sizes", "keys", "table")
+
+    def __init__(self, table: pa.Table, keys: list[str], entries: list[Entry] | None = None):
+        self.table = table
+        self.keys = keys
+        self._entries = entries
+        self._encoded: tuple[bytes, Ints] | None = None
+        self._sizes: list[int] | None = None
+        self._identities: list[str] | None = None
+        self._boundaries: tuple[int, list[int]] | None = None
+
+    @classmethod
+    def from_parquet(cls, data: bytes) -> RangeData:
+        """Return the records of the bytes of a range file."""
+        table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
+        if "identity" not in table.column_names:
+            entries = _decode_entries(table)
+            ids = pa.array([e.identity for e in entries], pa.string())
+            table = table.append_column("identity", ids)
+        table = table.select(RANGE_SCHEMA.names).cast(RANGE_SCHEMA).combine_chunks()
+        keys: list[str] = table.column("key").to_pylist()  # type: ignore[assignment]
+        return cls(table, keys)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def entries(self) -> list[Entry]:
+        """Return the records' entries, decoding them once."""
+        if self._entries is None:
+            self._entries = _decode_entries(self.table)
+        return self._entries
+
+    def identity(self, i: int) -> str:
+        """Return the identity of record ``i`` as stored in the range."""
+        if self._identities is None:
+            self._identities = self.table.column("identity").to_pylist()  # type: ignore[assignment]
+        return self._identities[i]  # type: ignore[index]
+
+    def encoding(self) -> tuple[bytes, Ints]:
+        """Return the canonical encoding of the records and where each record starts (n + 1)."""
+        if self._encoded is None:
+            self._encoded = self._encode()
+        return self._encoded
+
+    def sizes(self) -> list[int]:
+        """Return the running total of the records' estimated sizes (n + 1, from 0)."""
+        if self._sizes is None:
+            self._encode()
+        assert self._sizes is not None
+        return self._sizes
+
+    def boundaries(self, raggedness: int) -> list[int]:
+        """Return the positions of the keys a range ends after by the hash rule."""
+        known = self._boundaries
+        if known is None or known[0] != raggedness:
+            known = (
+                raggedness,
+                [i for i, k in enumerate(self.keys) if key_hash(k) % raggedness == 0],
+            )
+            self._boundaries = known
+        return known[1]
+
+    def know_boundaries(self, raggedness: int, positions: list[int]) -> None:
+        """Record the hash-rule boundaries of the keys, known to the writer of the range."""
+        self._boundaries = (raggedness, positions)
+
+    def _encode(self) -> tuple[bytes, Ints]:
+        cols = self.table.columns
+        arrays: list[Any] = [
+            c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in cols[:8]
+        ]
+        key, address, address_type, size, mtime, checksum, content_type, metadata = arrays
+        parts: list[_Column] = []
+        for column in (key, address, address_type):
+            offsets, data = _strings(column)
+            parts += (_heads(offsets[1:] - offsets[:-1]), (offsets, data))
+        parts.append(_int64s(size.to_numpy(zero_copy_only=False)))
+        parts.append(_int64s(mtime.to_numpy(zero_copy_only=False)))
+        for column in (checksum, content_type):
+            offsets, data = _strings(column)
+            parts += (_heads(offsets[1:] - offsets[:-1]), (offsets, data))
+        maps, map_sizes = _maps(metadata)
+        parts.append(maps)
+        encoded = _interleave(parts) if len(self.keys) else (b"", np.zeros(1, np.int64))
+        self._encoded = encoded
+        per_record = np.full(len(self.keys), 48, np.int64)
+        for column in (key, address, checksum, content_type):
+            per_record += pc.utf8_length(column).to_numpy(zero_copy_only=False)
+        if map_sizes is not None:
+            per_record = per_record + np.asarray(map_sizes, np.int64)
+        sums = np.zeros(len(self.keys) + 1, np.int64)
+        np.cumsum(per_record, out=sums[1:])
+        self._sizes = sums.tolist()
+        return encoded
+
+
+def _decode_entries(table: pa.Table) -> list[Entry]:
+    cols = table.select(
+        ["address", "address_type", "size", "mtime", "checksum", "content_type", "metadata"]
+    ).to_pydict()
+    types = ADDRESS_TYPES
+    return [
+        Entry(a, s, c, m, ct, dict(md) if md else {}, types[at])
+        for a, at, s, m, c, ct, md in zip(
+            cols["address"],
+            cols["address_type"],
+            cols["size"],
+            cols["mtime"],
+            cols["checksum"],
+            cols["content_type"],
+            cols["metadata"],
+            strict=True,
+        )
+    ]
+
+
+# A run of unchanged records: records ``start`` to ``stop`` (excluded) of a range.
+Run = tuple[RangeData, int, int]
+
+
+def build_range(pieces: Sequence[Run | list[Record]]) -> tuple[RangeID, RangeData, int]:
+    """Return the ID, records and estimated size of the range made of ``pieces`` in order.
+
+    Runs contribute slices of their range's table and encoding; lists of records are encoded
+    one by one. The result hashes and stores the same bytes as
+    :func:`~mirror.core.encoding.range_digest` and :func:`records_table` over the same records.
+    """
+    tables: list[pa.Table] = []
+    encoded: list[Any] = []
+    offsets: list[Ints] = []
+    keys: list[str] = []
+    entries: list[Entry] | None = []
+    sizes = [0]
+    size = 0
+    at = 0
+    for piece in pieces:
+        if isinstance(piece, list):
+            # encoding an entry caches its identity too
+            parts = [record_encoding(k, e) for k, e in piece]
+            tables.append(records_table(piece, [e.identity for _, e in piece]))
+            lengths = np.fromiter(map(len, parts), np.int64, len(parts))
+            offsets.append(at + np.cumsum(lengths) - lengths)
+            at += int(lengths.sum())
+            encoded.extend(parts)
+            keys.extend(k for k, _ in piece)
+            for k, e in piece:
+                size += estimate(k, e)
+                sizes.append(size)
+            if entries is not None:
+                entries.extend(e for _, e in piece)
+            continue
+        data, start, stop = piece
+        blob, starts = data.encoding()
+        sums = data.sizes()
+        tables.append(data.table.slice(start, stop - start))
+        first, last = int(starts[start]), int(starts[stop])
+        encoded.append(memoryview(blob)[first:last])
+        offsets.append(starts[start:stop] + (at - first))
+        at += last - first
+        keys.extend(data.keys[start:stop])
+        shift = size - sums[start]
+        sizes.extend(s + shift for s in sums[start + 1 : stop + 1])
+        size += sums[stop] - sums[start]
+        if entries is not None:
+            entries = entries + data._entries[start:stop] if data._entries is not None else None
+    blob = b"".join(encoded)
+    rid = RangeID(hashlib.sha256(range_header(len(keys)) + blob).hexdigest())
+    table = pa.concat_tables(tables).combine_chunks()
+    result = RangeData(table, keys, entries)
+    result._encoded = (blob, np.concatenate([*offsets, np.array([at], np.int64)]))
+    result._sizes = sizes
+    return rid, result, size
+
+
+def metarange_encoding(table: pa.Table) -> tuple[bytes, Ints]:
+    """Return the canonical encoding of each row of a metarange table, and the row offsets.
+
+    A row is its range ID, first and last keys, record count and estimated bytes, as the
+    metarange ID hashes it.
+    """
+    arrays: list[Any] = [
+        c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in table.columns
+    ]
+    range_ids, min_keys, max_keys, counts, sizes = arrays
+    parts: list[_Column] = []
+    for column in (range_ids, min_keys, max_keys):
+        offsets, data = _strings(column)
+        parts += (_heads(offsets[1:] - offsets[:-1]), (offsets, data))
+    parts.append(_int64s(counts.to_numpy(zero_copy_only=False)))
+    parts.append(_int64s(sizes.to_numpy(zero_copy_only=False)))
+    if not len(table):
+        return b"", np.zeros(1, np.int64)
+    return _interleave(parts)
