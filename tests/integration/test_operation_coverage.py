@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ import lakefs_sdk.api
 import pytest
 
 from tests.integration.harness import Server, unique
+from tests.integration.s3_namespace_server import s3_namespace_server
 
 EXCLUDED: dict[tuple[str, str], str] = {
     ("POST", "/auth/users/{userId}/external/principals"): "external principals (lakeFS Enterprise)",
@@ -46,19 +48,11 @@ EXCLUDED: dict[tuple[str, str], str] = {
 }
 """Operations deliberately not served, with the reason (docs/api.md lists the same)."""
 
-_PMPU = "/repositories/{repository}/branches/{branch}/staging/pmpu"
-_PMPU_WHY = (
-    "presigned multipart upload: routed, but 501 as lakeFS answers while /config/storage "
-    "reports pre_sign_multipart_upload false (no store here presigns multipart parts)"
-)
-MISSING: dict[tuple[str, str], str] = {
-    ("POST", _PMPU): _PMPU_WHY,
-    ("PUT", _PMPU + "/{uploadId}"): _PMPU_WHY,
-    ("DELETE", _PMPU + "/{uploadId}"): _PMPU_WHY,
-    ("PUT", _PMPU + "/{uploadId}/parts/{partNumber}"): _PMPU_WHY,
-    ("PUT", _PMPU + "/{uploadId}/parts/{partNumber}/copy"): _PMPU_WHY,
-}
+MISSING: dict[tuple[str, str], str] = {}
 """Operations still missing here; each is expected to fail (strict: serving it fails the mark)."""
+
+_PMPU = "/repositories/{repository}/branches/{branch}/staging/pmpu"
+"""Presigned multipart uploads: served on S3 namespaces only (a local one answers lakeFS's 501)."""
 
 _CALL = re.compile(r"def (\w+)_with_http_info\(self.*?call_api\(\s*'([^']+)',\s*'(\w+)'", re.S)
 _PARAM = re.compile(r"\{(\w+)\}")
@@ -111,6 +105,8 @@ def _params() -> list[Any]:
         if op.key in MISSING:
             reason = f"not served yet ({MISSING[op.key]}): {op}"
             marks.append(pytest.mark.xfail(strict=True, reason=reason))
+        if op.path.startswith(_PMPU):
+            marks.append(pytest.mark.s3)
         params.append(pytest.param(op, id=f"{op.method} {op.path}", marks=marks))
     return params
 
@@ -147,6 +143,45 @@ def real(server: Server, client: lakefs.Client) -> Iterator[Fixtures]:
         lakefs.Repository(doomed, client=client).delete()
     except lakefs.exceptions.NotFoundException:
         pass
+
+
+@dataclass(frozen=True)
+class S3Target:
+    """A repository on an S3 namespace, and a client of the server holding it."""
+
+    http: httpx.Client
+    repository: str
+
+
+@pytest.fixture(scope="module")
+def s3_target(
+    server: Server,
+    http: httpx.Client,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[S3Target]:
+    """The session's server when its namespaces are on S3, else one more whose are (on moto)."""
+    name = unique("coverage-s3")
+    with ExitStack() as stack:
+        target_http, target = http, server
+        if not server.namespace_root.startswith("s3://"):
+            moto = request.getfixturevalue("moto_region")
+            s3 = request.getfixturevalue("s3_client")
+            root = tmp_path_factory.mktemp("coverage-s3")
+            target = stack.enter_context(s3_namespace_server(root, moto, s3))
+            target_http = stack.enter_context(
+                httpx.Client(
+                    base_url=f"{target.url}/api/v1",
+                    auth=(target.access_key_id, target.secret_access_key),
+                    timeout=30.0,
+                )
+            )
+        made = target_http.post(
+            "/repositories", json={"name": name, "storage_namespace": target.namespace(name)}
+        )
+        assert made.status_code == 201, made.text
+        yield S3Target(target_http, name)
+        target_http.delete(f"/repositories/{name}", params={"force": "true"})
 
 
 @pytest.fixture(scope="module")
@@ -202,10 +237,20 @@ def _message(answer: httpx.Response) -> str | None:
 
 @pytest.mark.parametrize("op", _params())
 def test_operation_is_served(
-    op: Operation, real: Fixtures, http: httpx.Client, routes: set[tuple[str, str]]
+    op: Operation,
+    real: Fixtures,
+    http: httpx.Client,
+    routes: set[tuple[str, str]],
+    request: pytest.FixtureRequest,
 ) -> None:
     assert (op.method, _PARAM.sub("{}", op.path)) in routes, f"no route for {op}"
     url = _PARAM.sub(lambda m: _value(op, m.group(1), real), op.path)
+    if op.path.startswith(_PMPU):
+        target: S3Target = request.getfixturevalue("s3_target")
+        http = target.http
+        url = url.replace(
+            f"/repositories/{real.repository}/", f"/repositories/{target.repository}/"
+        )
     body = {} if op.method in ("POST", "PUT", "PATCH", "DELETE") else None
     answer = http.request(op.method, url, params={"path": "coverage/object"}, json=body)
     assert answer.status_code not in (405, 501), f"{op}: {answer.status_code} {answer.text}"

@@ -40,7 +40,9 @@ def storage_config(state: ApiState) -> StorageConfig:
         pre_sign_support_ui=False,
         import_support=False,
         import_validity_regex=regex,
-        pre_sign_multipart_upload=False,
+        # lakeFS ties this flag to an S3 block adapter; lakectl uses the API only in presign
+        # mode, which pre_sign_support (false) keeps off, so no client takes it unasked
+        pre_sign_multipart_upload="s3" in schemes,
         blockstore_id="",
         blockstore_description="",
     )

@@ -13,9 +13,6 @@
   must be its content hash, as every commit ID here is; an existing ID is 409.
 - ``PUT …/branches/{b}/objects``: the deprecated link of an already-written object. An address
   inside the namespace is stored relative to it, any other (same scheme) in full.
-- ``…/staging/pmpu…``: presigned multipart uploads. ``/config/storage`` reports
-  ``pre_sign_multipart_upload: false``, and with that lakeFS answers 501 ``presign multipart
-  upload API is not supported`` after the permission check; so do these five routes.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from mirror.api.auth.permissions import Action, Permission, object_arn, repository_arn
 from mirror.api.convert import object_model
 from mirror.api.deps import CallerDep, StateDep
-from mirror.api.errors import error_response
 from mirror.api.models import ObjectStats
 from mirror.api.routers.metadata import StorageURI
 from mirror.api.routing import LakeFSRoute
@@ -238,62 +234,3 @@ def stage_object(
         address_type=address_type,
     )
     return object_model(catalog.stage_object(repository, branch, path, entry))
-
-
-_PMPU = _REPO + "/branches/{branch}/staging/pmpu"
-_PMPU_UNSUPPORTED = "presign multipart upload API is not supported"
-
-
-def _pmpu_unsupported(repository: str, path: str, caller: CallerDep) -> Response:
-    caller.require(Permission(Action.WRITE_OBJECT, object_arn(repository, path)))
-    return error_response(501, _PMPU_UNSUPPORTED)
-
-
-@router.post(_PMPU, status_code=501, response_class=Response)
-def create_presign_multipart_upload(
-    repository: str, branch: str, caller: CallerDep, path: str = Query()
-) -> Response:
-    """Answer 501, as lakeFS does when its storage cannot presign multipart uploads."""
-    return _pmpu_unsupported(repository, path, caller)
-
-
-@router.put(_PMPU + "/{uploadId}", status_code=501, response_class=Response)
-def complete_presign_multipart_upload(
-    repository: str, branch: str, uploadId: str, caller: CallerDep, path: str = Query()
-) -> Response:
-    """Answer 501 (no presigned multipart uploads here)."""
-    return _pmpu_unsupported(repository, path, caller)
-
-
-@router.delete(_PMPU + "/{uploadId}", status_code=501, response_class=Response)
-def abort_presign_multipart_upload(
-    repository: str, branch: str, uploadId: str, caller: CallerDep, path: str = Query()
-) -> Response:
-    """Answer 501 (no presigned multipart uploads here)."""
-    return _pmpu_unsupported(repository, path, caller)
-
-
-@router.put(_PMPU + "/{uploadId}/parts/{partNumber}", status_code=501, response_class=Response)
-def upload_part(
-    repository: str,
-    branch: str,
-    uploadId: str,
-    partNumber: int,
-    caller: CallerDep,
-    path: str = Query(),
-) -> Response:
-    """Answer 501 (no presigned multipart uploads here)."""
-    return _pmpu_unsupported(repository, path, caller)
-
-
-@router.put(_PMPU + "/{uploadId}/parts/{partNumber}/copy", status_code=501, response_class=Response)
-def upload_part_copy(
-    repository: str,
-    branch: str,
-    uploadId: str,
-    partNumber: int,
-    caller: CallerDep,
-    path: str = Query(),
-) -> Response:
-    """Answer 501 (no presigned multipart uploads here)."""
-    return _pmpu_unsupported(repository, path, caller)

@@ -1,0 +1,336 @@
+"""lakeFS's presigned multipart upload (``…/branches/{b}/staging/pmpu``, experimental API).
+
+The client uploads a large object's parts straight to S3:
+
+- ``POST …/staging/pmpu?path=&parts=`` (201) starts an S3 multipart upload at a fresh signed
+  address of the namespace (the address scheme of ``…/staging/backing``,
+  :mod:`mirror.imports.links`) and hands out ``parts`` presigned ``UploadPart`` URLs.
+- ``PUT …/pmpu/{uploadId}/parts/{n}`` (200) hands out the URL of one more part.
+- ``PUT …/pmpu/{uploadId}/parts/{n}/copy`` (204, the part's ETag in the ``ETag`` header) makes
+  part ``n`` a server-side copy of another lakeFS object (``fs:ReadObject`` on it), or of a
+  byte range of it.
+- ``PUT …/pmpu/{uploadId}`` (200) completes the upload from the parts' numbers and ETags and
+  stages the object at ``path``: its checksum is S3's ETag, its size a HEAD of the object.
+- ``DELETE …/pmpu/{uploadId}`` (204) aborts it.
+
+Every call needs ``fs:WriteObject`` on ``path``, and the signed address handed out for the same
+repository, branch and path (400 otherwise). lakeFS answers 501 ``presign multipart upload API is
+not supported`` when its block adapter cannot presign; here so does a repository whose namespace
+is not on S3 (``local://``), after the permission check. Mirrors refuse (403 ``read-only
+repository``), and protected branches refuse staging writes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict
+
+from mirror.api.auth.permissions import Action, Permission, object_arn
+from mirror.api.convert import object_model
+from mirror.api.deps import CallerDep, StateDep
+from mirror.api.errors import error_response
+from mirror.api.models import ObjectStats
+from mirror.api.routers.backing import PRESIGN_EXPIRY, signer
+from mirror.api.routing import LakeFSRoute
+from mirror.block.s3_multipart import (
+    MAX_PARTS,
+    S3Multipart,
+    multipart_for,
+    parse_copy_range,
+    source_of,
+)
+from mirror.core.committed import METADATA_PREFIX
+from mirror.core.errors import LakeFSText, RepositoryReadOnlyError
+from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Entry, Repository
+from mirror.core.protection import check_staging_write
+from mirror.core.validate import validate_path
+from mirror.errors import InvalidValueError
+
+__all__ = [
+    "AbortPresignMultipartUpload",
+    "CompletePresignMultipartUpload",
+    "CopyPartSource",
+    "PresignMultipartUpload",
+    "UploadPart",
+    "UploadPartCopyFrom",
+    "UploadPartFrom",
+    "UploadTo",
+    "router",
+]
+
+router = APIRouter(route_class=LakeFSRoute, tags=["experimental"])
+
+_PMPU = "/repositories/{repository}/branches/{branch}/staging/pmpu"
+UNSUPPORTED = "presign multipart upload API is not supported"
+PathQuery = Annotated[str, Query(description="relative to the branch")]
+
+
+class PmpuRequestError(LakeFSText, InvalidValueError):
+    """A request lakeFS refuses with a text of its own (400); the text is the detail."""
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class PresignMultipartUpload(BaseModel):
+    """A started upload: its ID, the signed address, and one URL per part asked for."""
+
+    upload_id: str
+    physical_address: str
+    presigned_urls: list[str] | None = None
+
+
+class UploadPartFrom(_Request):
+    """``PUT …/parts/{n}`` body: the upload's signed address."""
+
+    physical_address: str = ""
+
+
+class UploadTo(BaseModel):
+    """Where to PUT one part's bytes."""
+
+    presigned_url: str
+
+
+class CopyPartSource(_Request):
+    """The lakeFS object (and optional ``bytes=first-last`` range) a part is copied from."""
+
+    repository: str
+    ref: str
+    path: str
+    range: str | None = None
+
+
+class UploadPartCopyFrom(_Request):
+    """``PUT …/parts/{n}/copy`` body: the upload's signed address and the part's source."""
+
+    physical_address: str = ""
+    copy_source: CopyPartSource
+
+
+class UploadPart(_Request):
+    """One uploaded part: its number and the ETag S3 answered for it."""
+
+    part_number: int
+    etag: str
+
+
+class CompletePresignMultipartUpload(_Request):
+    """``PUT …/pmpu/{uploadId}`` body: the address, the parts in order, and the object's details."""
+
+    physical_address: str = ""
+    parts: list[UploadPart] = []
+    user_metadata: dict[str, str] | None = None
+    content_type: str | None = None
+
+
+class AbortPresignMultipartUpload(_Request):
+    """``DELETE …/pmpu/{uploadId}`` body: the upload's signed address."""
+
+    physical_address: str = ""
+
+
+def _write_object(caller: CallerDep, repository: str, path: str) -> None:
+    caller.require(Permission(Action.WRITE_OBJECT, object_arn(repository, path)))
+
+
+def _uploader(state: StateDep, repo: Repository) -> S3Multipart | None:
+    return multipart_for(state.catalog.block_store(repo))
+
+
+def _writable(state: StateDep, repository: str) -> Repository:
+    repo = state.catalog.get_repository(repository)
+    if repo.read_only:
+        raise RepositoryReadOnlyError(repo.id)
+    return repo
+
+
+def _require(value: str, name: str) -> None:
+    if not value:
+        raise PmpuRequestError(f"{name} is required")
+
+
+def _key(request: Request, repo: Repository, branch: str, path: str, address: str) -> str:
+    """Return the namespace key of a signed upload address handed out for this path."""
+    _require(address, "physical_address")
+    namespace = repo.storage_namespace.rstrip("/") + "/"
+    key = address[len(namespace) :] if address.startswith(namespace) else ""
+    if not key or key.startswith(METADATA_PREFIX) or ".." in key.split("/"):
+        raise PmpuRequestError("physical address must be relative to the storage namespace")
+    signer(request).verify(repo.id, branch, path, address)
+    return key
+
+
+@router.post(_PMPU, status_code=201, response_model=PresignMultipartUpload)
+def create_presign_multipart_upload(
+    repository: str,
+    branch: str,
+    request: Request,
+    state: StateDep,
+    caller: CallerDep,
+    path: str = Query(""),
+    parts: int | None = Query(None),
+) -> object:
+    """Start a multipart upload at a fresh signed address; hand out ``parts`` part URLs."""
+    _write_object(caller, repository, path)
+    if "s3" not in state.namespace_schemes:
+        return error_response(501, UNSUPPORTED)
+    catalog = state.catalog
+    repo = _writable(state, repository)
+    uploader = _uploader(state, repo)
+    if uploader is None:
+        return error_response(501, UNSUPPORTED)
+    catalog.get_branch(repository, branch)
+    check_staging_write(catalog.kv, repo, branch)
+    _require(path, "path")
+    validate_path(path)
+    if parts is not None and not 0 <= parts <= MAX_PARTS:
+        raise PmpuRequestError(f"parts can be between 0 and {MAX_PARTS}")
+    address = f"{repo.storage_namespace.rstrip('/')}/{catalog.paths.new_path()}"
+    signed = signer(request).sign(repository, branch, path, address)
+    key = signed[len(repo.storage_namespace.rstrip("/")) + 1 :]
+    upload_id = uploader.create(key)
+    urls = [
+        uploader.presign_part(key, upload_id, number, PRESIGN_EXPIRY)
+        for number in range(1, (parts or 0) + 1)
+    ]
+    return PresignMultipartUpload(
+        upload_id=upload_id, physical_address=signed, presigned_urls=urls or None
+    )
+
+
+@router.put(_PMPU + "/{uploadId}/parts/{partNumber}", response_model=UploadTo)
+def upload_part(
+    repository: str,
+    branch: str,
+    uploadId: str,
+    partNumber: int,
+    body: UploadPartFrom,
+    request: Request,
+    state: StateDep,
+    caller: CallerDep,
+    path: str = Query(""),
+) -> object:
+    """Hand out the presigned URL of part ``partNumber`` of the upload."""
+    _write_object(caller, repository, path)
+    if "s3" not in state.namespace_schemes:
+        return error_response(501, UNSUPPORTED)
+    repo = _writable(state, repository)
+    uploader = _uploader(state, repo)
+    if uploader is None:
+        return error_response(501, UNSUPPORTED)
+    _require(path, "path")
+    if not 1 <= partNumber <= MAX_PARTS:
+        raise PmpuRequestError(f"part number must be between 1 and {MAX_PARTS}")
+    key = _key(request, repo, branch, path, body.physical_address)
+    return UploadTo(presigned_url=uploader.presign_part(key, uploadId, partNumber, PRESIGN_EXPIRY))
+
+
+@router.put(_PMPU + "/{uploadId}/parts/{partNumber}/copy", status_code=204, response_class=Response)
+def upload_part_copy(
+    repository: str,
+    branch: str,
+    uploadId: str,
+    partNumber: int,
+    body: UploadPartCopyFrom,
+    request: Request,
+    state: StateDep,
+    caller: CallerDep,
+    path: str = Query(""),
+) -> Response:
+    """Make part ``partNumber`` a copy of another object (or a range of it) inside S3."""
+    _write_object(caller, repository, path)
+    source = body.copy_source
+    caller.require(Permission(Action.READ_OBJECT, object_arn(source.repository, source.path)))
+    if "s3" not in state.namespace_schemes:
+        return error_response(501, UNSUPPORTED)
+    catalog = state.catalog
+    repo = _writable(state, repository)
+    uploader = _uploader(state, repo)
+    if uploader is None:
+        return error_response(501, UNSUPPORTED)
+    _require(path, "path")
+    if not 1 <= partNumber <= MAX_PARTS:
+        raise PmpuRequestError(f"part number must be between 1 and {MAX_PARTS}")
+    key = _key(request, repo, branch, path, body.physical_address)
+    byte_range = parse_copy_range(source.range)
+    source_repo = catalog.get_repository(source.repository)
+    stat = catalog.stat_object(source.repository, source.ref, source.path)
+    store, source_key = catalog.open_entry(source_repo, stat.entry)
+    located = source_of(store, source_key, byte_range)
+    if located is None:
+        raise InvalidValueError(
+            f"copy source {source.repository}/{source.ref}/{source.path} is not stored on S3"
+        )
+    etag = uploader.copy_part(key, uploadId, partNumber, located)
+    return Response(status_code=204, headers={"ETag": f'"{etag}"'})
+
+
+@router.put(_PMPU + "/{uploadId}", response_model=ObjectStats)
+def complete_presign_multipart_upload(
+    repository: str,
+    branch: str,
+    uploadId: str,
+    body: CompletePresignMultipartUpload,
+    request: Request,
+    state: StateDep,
+    caller: CallerDep,
+    path: str = Query(""),
+) -> object:
+    """Complete the upload and stage the object at ``path`` (checksum: S3's ETag)."""
+    _write_object(caller, repository, path)
+    if "s3" not in state.namespace_schemes:
+        return error_response(501, UNSUPPORTED)
+    catalog = state.catalog
+    repo = _writable(state, repository)
+    uploader = _uploader(state, repo)
+    if uploader is None:
+        return error_response(501, UNSUPPORTED)
+    _require(path, "path")
+    _require(body.physical_address, "physical_address")
+    if not body.parts:
+        raise PmpuRequestError("parts are required")
+    validate_path(path)
+    catalog.get_branch(repository, branch)
+    check_staging_write(catalog.kv, repo, branch)
+    key = _key(request, repo, branch, path, body.physical_address)
+    written = uploader.complete(key, uploadId, [(p.part_number, p.etag) for p in body.parts])
+    entry = Entry(
+        address=key,
+        size=written.size,
+        checksum=written.etag,
+        mtime=int(time.time()),
+        content_type=body.content_type or DEFAULT_CONTENT_TYPE,
+        metadata=dict(body.user_metadata or {}),
+        address_type=AddressType.RELATIVE,
+    )
+    return object_model(catalog.stage_object(repository, branch, path, entry))
+
+
+@router.delete(_PMPU + "/{uploadId}", status_code=204, response_class=Response)
+def abort_presign_multipart_upload(
+    repository: str,
+    branch: str,
+    uploadId: str,
+    body: AbortPresignMultipartUpload,
+    request: Request,
+    state: StateDep,
+    caller: CallerDep,
+    path: str = Query(""),
+) -> Response:
+    """Abort the upload; S3 drops its parts."""
+    _write_object(caller, repository, path)
+    if "s3" not in state.namespace_schemes:
+        return error_response(501, UNSUPPORTED)
+    repo = _writable(state, repository)
+    uploader = _uploader(state, repo)
+    if uploader is None:
+        return error_response(501, UNSUPPORTED)
+    _require(path, "path")
+    key = _key(request, repo, branch, path, body.physical_address)
+    uploader.abort(key, uploadId)
+    return Response(status_code=204)
