@@ -307,6 +307,12 @@ def test_request_errors(
         },
     )
     assert bad_range.status_code == 400, bad_range.text
+    no_source = http.put(
+        f"{pmpu}/parts/1/copy",
+        params={"path": path},
+        json={"physical_address": upload.physical_address},
+    )
+    assert (no_source.status_code, no_source.json()["message"]) == (400, "copy_source is required")
 
     complete(upload.physical_address)  # the upload itself was fine all along
 

@@ -109,7 +109,7 @@ class UploadPartCopyFrom(_Request):
     """``PUT …/parts/{n}/copy`` body: the upload's signed address and the part's source."""
 
     physical_address: str = ""
-    copy_source: CopyPartSource
+    copy_source: CopyPartSource | None = None
 
 
 class UploadPart(_Request):
@@ -245,7 +245,8 @@ def upload_part_copy(
     """Make part ``partNumber`` a copy of another object (or a range of it) inside S3."""
     _write_object(caller, repository, path)
     source = body.copy_source
-    caller.require(Permission(Action.READ_OBJECT, object_arn(source.repository, source.path)))
+    if source is not None:
+        caller.require(Permission(Action.READ_OBJECT, object_arn(source.repository, source.path)))
     if "s3" not in state.namespace_schemes:
         return error_response(501, UNSUPPORTED)
     catalog = state.catalog
@@ -254,6 +255,8 @@ def upload_part_copy(
     if uploader is None:
         return error_response(501, UNSUPPORTED)
     _require(path, "path")
+    if source is None:
+        raise PmpuRequestError("copy_source is required")
     if not 1 <= partNumber <= MAX_PARTS:
         raise PmpuRequestError(f"part number must be between 1 and {MAX_PARTS}")
     key = _key(request, repo, branch, path, body.physical_address)
