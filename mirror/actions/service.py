@@ -36,6 +36,7 @@ from mirror.actions.runs import (
 )
 from mirror.actions.webhook import call_hook
 from mirror.core.hooks import HookAbortError, HookEvent, HookRun
+from mirror.core.model import ObjectStat
 from mirror.errors import LakeMirrorError
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 
 _COMMIT_ID = re.compile(r"[0-9a-f]{64}")
 _CACHED_COMMITS = 256
+_CACHED_FILES = 1024
 
 LOG_PREFIX = "_lakefs/actions/log/"
 """Where, in a repository's namespace, the hook output logs of each run are."""
@@ -117,6 +119,7 @@ class ActionsService:
         # the actions of a commit never change (its ID hashes its tree), so they are kept; a
         # branch's are read at every event
         self._by_commit: OrderedDict[tuple[str, str], list[Action]] = OrderedDict()
+        self._by_file: OrderedDict[tuple[str, str, str, int], Action] = OrderedDict()
         self._lock = threading.Lock()
 
     # the Hooks protocol
@@ -194,6 +197,21 @@ class ActionsService:
                     self._by_commit.popitem(last=False)
         return actions
 
+    def _parse(self, repository: str, ref: str, obj: ObjectStat) -> Action:
+        # an object version's bytes never change: its address and checksum name them
+        key = (obj.path, obj.physical_address, obj.entry.checksum, obj.entry.size)
+        with self._lock:
+            found = self._by_file.get(key)
+            if found is not None:
+                self._by_file.move_to_end(key)
+                return found
+        action = parse_action(obj.path, self.catalog.read_object(repository, ref, obj.path))
+        with self._lock:
+            self._by_file[key] = action
+            while len(self._by_file) > _CACHED_FILES:
+                self._by_file.popitem(last=False)
+        return action
+
     def _read(self, repository: str, ref: str) -> list[Action]:
         actions: list[Action] = []
         after = ""
@@ -202,8 +220,7 @@ class ActionsService:
                 repository, ref, ACTIONS_PREFIX, after=after, amount=1000, delimiter="/"
             )
             for obj in page.objects:
-                data = self.catalog.read_object(repository, ref, obj.path)
-                actions.append(parse_action(obj.path, data))
+                actions.append(self._parse(repository, ref, obj))
             if not page.has_more:
                 break
             after = page.next_offset
