@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+import pydantic_core
+from fastapi import Response
+
 from mirror.api.auth.model import Group, Policy, User
 from mirror.api.models import (
     Commit,
@@ -13,6 +19,7 @@ from mirror.api.models import (
     StatementModel,
     UserModel,
 )
+from mirror.core.listing import ListedObject
 from mirror.core.model import Commit as CoreCommit
 from mirror.core.model import DiffEntry, DiffType, ObjectStat
 from mirror.core.model import Repository as CoreRepository
@@ -20,9 +27,13 @@ from mirror.core.model import Repository as CoreRepository
 __all__ = [
     "commit_model",
     "common_prefix_model",
+    "common_prefix_row",
     "diff_model",
     "group_model",
+    "json_response",
     "object_model",
+    "object_row",
+    "object_rows",
     "policy_model",
     "repository_model",
     "user_model",
@@ -76,6 +87,53 @@ def common_prefix_model(path: str) -> ObjectStats:
     """Return a ``common_prefix`` row of a listing (with the fields clients require)."""
     return ObjectStats(
         path=path, path_type="common_prefix", physical_address="", checksum="", mtime=0
+    )
+
+
+def object_row(stat: ObjectStat, *, user_metadata: bool = True) -> dict[str, Any]:
+    """Return the JSON fields of :func:`object_model`, in the model's order, nulls left out.
+
+    The hot paths (stat, upload, listing) answer these rows through :func:`json_response`
+    instead of building and re-validating one model per object; the rows serialise to the
+    same bytes as the model does with ``exclude_none``.
+    """
+    return object_rows([(stat.path, stat.entry, stat.physical_address)], user_metadata)[0]
+
+
+def object_rows(
+    objects: Iterable[ListedObject], user_metadata: bool = True
+) -> list[dict[str, Any]]:
+    """Return :func:`object_row` of each ``(path, entry, physical address)`` of a listing."""
+    return [
+        {
+            "path": path,
+            "path_type": "object",
+            "physical_address": address,
+            "checksum": entry.checksum,
+            "size_bytes": entry.size,
+            "mtime": entry.mtime,
+            "metadata": entry.metadata if user_metadata else {},
+            "content_type": entry.content_type,
+        }
+        for path, entry, address in objects
+    ]
+
+
+def common_prefix_row(path: str) -> dict[str, Any]:
+    """Return the JSON fields of :func:`common_prefix_model`, in the model's order."""
+    return {
+        "path": path,
+        "path_type": "common_prefix",
+        "physical_address": "",
+        "checksum": "",
+        "mtime": 0,
+    }
+
+
+def json_response(content: Any, status_code: int = 200) -> Response:
+    """Return a JSON response of plain rows, encoded as FastAPI encodes a response model."""
+    return Response(
+        pydantic_core.to_json(content), status_code=status_code, media_type="application/json"
     )
 
 

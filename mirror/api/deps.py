@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
+from starlette.concurrency import run_in_threadpool
 
 from mirror.api.auth.errors import AuthenticationError, PermissionDeniedError
 from mirror.api.auth.model import Policy, User
@@ -44,6 +45,7 @@ class ApiState:
         namespace_schemes: The namespace schemes new repositories may use.
         gc: Garbage collection's settings (grace period, page size).
         hidden: Hidden-branch marks.
+        inline_reads: The KV's reads are local and quick enough to run on the event loop.
     """
 
     catalog: Catalog
@@ -53,9 +55,13 @@ class ApiState:
     namespace_schemes: frozenset[str] = frozenset({"local"})
     gc: GCSettings = field(default_factory=GCSettings)
     hidden: HiddenBranches = field(init=False)
+    inline_reads: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.hidden = HiddenBranches(self.catalog.kv)
+        # a local KV answers a read in microseconds and never waits for a writer (SQLite in
+        # WAL mode): such reads may run on the event loop (see get_caller)
+        self.inline_reads = getattr(self.catalog.kv, "local_reads", False) is True
 
 
 async def get_state(request: Request) -> ApiState:
@@ -128,22 +134,49 @@ def login_token_caller(state: ApiState, request: Request, *, basic: bool) -> Cal
     return Caller(state.auth, user)
 
 
-def get_caller(
+async def get_caller(
     state: StateDep,
     request: Request,
     credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)],
 ) -> Caller:
     """Authenticate the request: a login token, or HTTP Basic credentials.
 
+    A coroutine: on a local KV (:attr:`ApiState.inline_reads`) a sign-in whose secret this
+    process already verified is a few microsecond reads, done on the event loop; the hop to a
+    worker thread cost more than the sign-in. Otherwise (the first request of a key, whose
+    scrypt verification takes milliseconds, or a remote KV) it runs on a worker thread.
+
     Raises:
         AuthenticationError: no credentials, or wrong ones.
     """
+    if state.inline_reads:
+        caller = _authenticate(state, request, credentials, remembered_only=True)
+        if caller is not None:
+            return caller
+    caller = await run_in_threadpool(_authenticate, state, request, credentials)
+    assert caller is not None  # only remembered_only declines
+    return caller
+
+
+def _authenticate(
+    state: ApiState,
+    request: Request,
+    credentials: HTTPBasicCredentials | None,
+    *,
+    remembered_only: bool = False,
+) -> Caller | None:
+    """Return the request's caller (``None``: ``remembered_only`` and scrypt would have to run)."""
     token_caller = login_token_caller(state, request, basic=credentials is not None)
     if token_caller is not None:
         return token_caller
     if credentials is None:
         raise AuthenticationError("error authenticating request: no credentials (HTTP Basic)")
-    signed_in = state.auth.sign_in(credentials.username, credentials.password)
+    if remembered_only:
+        signed_in = state.auth.sign_in_remembered(credentials.username, credentials.password)
+        if signed_in is None:
+            return None
+    else:
+        signed_in = state.auth.sign_in(credentials.username, credentials.password)
     note_user(signed_in.user.id)
     return Caller(state.auth, signed_in.user, signed_in.policies)
 

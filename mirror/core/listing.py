@@ -2,29 +2,48 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mirror.core.context import CatalogContext
-from mirror.core.model import Entry, ObjectStat, Repository
-from mirror.core.objects import physical_address
+from mirror.core.model import AddressType, Entry, ObjectStat, Repository
 from mirror.core.resolve import resolve_ref
 from mirror.core.staging import Tombstone, merge_staged
 from mirror.core.views import View, read_at
 
-__all__ = ["ListResult", "iter_objects", "iter_view", "list_objects"]
+__all__ = ["ListResult", "ListedObject", "iter_objects", "iter_view", "list_objects"]
 
 _MAX_CHAR = "\U0010ffff"
+
+ListedObject = tuple[str, Entry, str]
+"""An object of a listing: its path, its entry and the URI of its bytes (an ObjectStat's fields).
+
+Pages carry these plain tuples: building one frozen :class:`ObjectStat` per object costs more
+than reading the object from its range.
+"""
 
 
 @dataclass(frozen=True, slots=True)
 class ListResult:
-    """One page of a listing."""
+    """One page of a listing.
 
-    objects: list[ObjectStat]
+    Attributes:
+        rows: The page's objects in path order, as ``(path, entry, physical address)``.
+        common_prefixes: The page's common prefixes (with a delimiter), in path order.
+        has_more: Whether more objects or prefixes follow the page.
+        next_offset: The path to list after for the next page (``""``: no more).
+    """
+
+    rows: list[ListedObject]
     common_prefixes: list[str]
     has_more: bool
     next_offset: str
+
+    @property
+    def objects(self) -> list[ObjectStat]:
+        """Return the page's objects in path order."""
+        return [ObjectStat(path, entry, address) for path, entry, address in self.rows]
 
 
 def iter_objects(
@@ -47,19 +66,45 @@ def iter_view(
     ctx: CatalogContext, repo: Repository, view: View, prefix: str, after: str
 ) -> Iterator[ObjectStat]:
     """Yield the objects ``view`` sees under ``prefix`` with path ``> after``, in path order."""
+    for path, entry, address in _iter_rows(ctx, repo, view, prefix, after):
+        yield ObjectStat(path, entry, address)
+
+
+def _iter_rows(
+    ctx: CatalogContext, repo: Repository, view: View, prefix: str, after: str
+) -> Iterator[ListedObject]:
     start = after + "\x00" if after and after >= prefix else prefix
-    sources = [ctx.staging.scan(t, prefix, start) for t in view.tokens]
+    staged: list[Iterator[tuple[str, Entry | Tombstone]]] = []
+    for token in view.tokens:
+        source = ctx.staging.scan(token, prefix, start)
+        first = next(source, None)
+        if first is not None:
+            staged.append(itertools.chain((first,), source))
     tree = ctx.refs.get_commit(repo, view.commit_id).metarange_id
-    committed: Iterator[tuple[str, Entry | Tombstone]] = iter(
-        ctx.committed(repo).iterate(tree, start)
-    )
-    for path, value in merge_staged([*sources, committed]):
+    committed = ctx.committed(repo).iterate(tree, start)
+    namespace = repo.storage_namespace + "/"
+    full = AddressType.FULL
+    if not staged:
+        # nothing staged under the prefix (the common case): the committed records are the
+        # listing, without a merge. They start at ``start >= prefix``, so the paths under the
+        # prefix come first and the first other path ends the listing.
+        yield from (
+            (
+                path,
+                entry,
+                entry.address if entry.address_type is full else namespace + entry.address,
+            )
+            for path, entry in itertools.takewhile(lambda r: r[0].startswith(prefix), committed)
+        )
+        return
+    for path, value in merge_staged([*staged, iter(committed)]):
         if not path.startswith(prefix):
             if path > prefix:
                 return
             continue
         if isinstance(value, Entry):
-            yield ObjectStat(path, value, physical_address(repo, value))
+            address = value.address if value.address_type is full else namespace + value.address
+            yield path, value, address
 
 
 def list_objects(
@@ -95,30 +140,36 @@ def _list_page(
     amount: int,
     delimiter: str,
 ) -> ListResult:
-    objects: list[ObjectStat] = []
+    if not delimiter:
+        rows = list(itertools.islice(_iter_rows(ctx, repo, view, prefix, after), amount + 1))
+        if len(rows) > amount:
+            del rows[amount:]
+            return ListResult(rows, [], True, rows[-1][0] if rows else "")
+        return ListResult(rows, [], False, "")
+    objects: list[ListedObject] = []
     prefixes: list[str] = []
     cursor = after
-    cut = after.find(delimiter, len(prefix)) if delimiter and after.startswith(prefix) else -1
+    cut = after.find(delimiter, len(prefix)) if after.startswith(prefix) else -1
     if cut >= 0 and cut + len(delimiter) == len(after):
         # resuming after a common prefix: skip everything under it (an object whose path
         # ends with the delimiter inside ``prefix``, such as ``prefix`` itself, is not one)
         cursor = after + _MAX_CHAR
     while True:
         restart = False
-        for stat in iter_view(ctx, repo, view, prefix, cursor):
+        for row in _iter_rows(ctx, repo, view, prefix, cursor):
             if len(objects) + len(prefixes) >= amount:
-                last = objects[-1].path if objects else ""
+                last = objects[-1][0] if objects else ""
                 lastp = prefixes[-1] if prefixes else ""
                 return ListResult(objects, prefixes, True, max(last, lastp))
-            if delimiter:
-                cut = stat.path.find(delimiter, len(prefix))
-                if cut >= 0:
-                    common = stat.path[: cut + len(delimiter)]
-                    prefixes.append(common)
-                    # skip everything under this common prefix in one jump
-                    cursor = common + _MAX_CHAR
-                    restart = True
-                    break
-            objects.append(stat)
+            path = row[0]
+            cut = path.find(delimiter, len(prefix))
+            if cut >= 0:
+                common = path[: cut + len(delimiter)]
+                prefixes.append(common)
+                # skip everything under this common prefix in one jump
+                cursor = common + _MAX_CHAR
+                restart = True
+                break
+            objects.append(row)
         if not restart:
             return ListResult(objects, prefixes, False, "")

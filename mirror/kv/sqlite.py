@@ -6,6 +6,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Final
 
 from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError, KVUnavailableError
 
@@ -28,7 +29,14 @@ class SqliteKV:
 
     Each thread gets its own connection; conditional writes run inside ``BEGIN IMMEDIATE``
     so they are atomic against other threads and other processes sharing the file.
+
+    Attributes:
+        local_reads: A read is answered in-process in microseconds and, in WAL mode, never
+            waits for a writer: callers on an event loop may read inline rather than hand the
+            read to a worker thread.
     """
+
+    local_reads: Final = True
 
     def __init__(self, path: str | Path) -> None:
         self._path = str(path)

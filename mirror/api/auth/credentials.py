@@ -65,6 +65,10 @@ class SigningKey:
     secret: str = field(repr=False)
 
 
+def _failed() -> AuthenticationError:
+    return AuthenticationError("error authenticating request: invalid credentials")
+
+
 class CredentialRecords(PolicyRecords):
     """The auth store's access keys, and who a key and secret sign in as."""
 
@@ -149,10 +153,39 @@ class CredentialRecords(PolicyRecords):
         user = self._authenticate(access_key_id, secret, generation)
         return SignedIn(user, self._effective_policies(user.id, generation))
 
+    def sign_in_remembered(self, access_key_id: str, secret: str) -> SignedIn | None:
+        """Return :meth:`sign_in`'s answer when it needs no scrypt run, else ``None``.
+
+        The answer is :meth:`sign_in`'s, as of the current auth generation, when this process
+        remembers verifying this secret for the key as it stands; ``None`` says the secret must
+        be verified first (:meth:`sign_in` does it). Without scrypt a sign-in is a few KV reads,
+        cheap enough to run on the event loop when the KV is local.
+
+        Raises:
+            AuthenticationError: unknown key, wrong secret, or the user is gone.
+        """
+        generation = self._cache.generation()
+        cred = self._credential(access_key_id, generation)
+        if not self._remembers(cred, secret):
+            return None
+        user = self._user(cred, generation)
+        return SignedIn(user, self._effective_policies(user.id, generation))
+
     def _authenticate(self, access_key_id: str, secret: str, generation: bytes) -> User:
-        failed = AuthenticationError("error authenticating request: invalid credentials")
+        cred = self._credential(access_key_id, generation)
+        if not self._remembers(cred, secret):
+            if not verify_secret(secret, cred.secret_hash):
+                raise _failed()
+            self._store_sealed(cred, secret)
+            with self._lock:
+                if len(self._verified) >= _VERIFIED_MAX:
+                    self._verified.clear()
+                self._verified[cred.access_key_id] = (cred.secret_hash, self._digest(secret))
+        return self._user(cred, generation)
+
+    def _credential(self, access_key_id: str, generation: bytes) -> Credential:
         if not KEY_ID_PATTERN.fullmatch(access_key_id):
-            raise failed
+            raise _failed()
 
         def load_credential() -> Credential | None:
             record = self._get(record_key("credentials", access_key_id))
@@ -160,30 +193,27 @@ class CredentialRecords(PolicyRecords):
 
         cred = self._cache.fetch("credential", access_key_id, generation, load_credential)
         if cred is None:
-            raise failed
-        digest = self._digest(secret)
-        with self._lock:
-            known = self._verified.get(access_key_id)
-        if (
-            known is None
-            or known[0] != cred.secret_hash
-            or not hmac.compare_digest(known[1], digest)
-        ):
-            if not verify_secret(secret, cred.secret_hash):
-                raise failed
-            self._store_sealed(cred, secret)
-            with self._lock:
-                if len(self._verified) >= _VERIFIED_MAX:
-                    self._verified.clear()
-                self._verified[access_key_id] = (cred.secret_hash, digest)
+            raise _failed()
+        return cred
 
+    def _remembers(self, cred: Credential, secret: str) -> bool:
+        """Return whether this process verified ``secret`` against the key's current hash."""
+        with self._lock:
+            known = self._verified.get(cred.access_key_id)
+        return (
+            known is not None
+            and known[0] == cred.secret_hash
+            and hmac.compare_digest(known[1], self._digest(secret))
+        )
+
+    def _user(self, cred: Credential, generation: bytes) -> User:
         def load_user() -> User | None:
             record = self._get(record_key("users", cred.user_id))
             return None if record is None else User.from_dict(record)
 
         user = self._cache.fetch("user", cred.user_id, generation, load_user)
         if user is None:
-            raise failed
+            raise _failed()
         return user
 
     def secret_for_signing(self, access_key_id: str) -> SigningKey:

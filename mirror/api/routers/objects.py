@@ -6,7 +6,7 @@ import io
 import itertools
 import time
 from tempfile import SpooledTemporaryFile
-from typing import Annotated, BinaryIO, cast
+from typing import Annotated, Any, BinaryIO, cast
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -14,7 +14,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from mirror.api.auth.permissions import Action, Permission, object_arn, repository_arn
-from mirror.api.convert import common_prefix_model, object_model
+from mirror.api.convert import (
+    common_prefix_row,
+    json_response,
+    object_model,
+    object_row,
+    object_rows,
+)
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.errors import error_response, message_for, read_only_message
 from mirror.api.models import (
@@ -23,7 +29,6 @@ from mirror.api.models import (
     ObjectErrorList,
     ObjectStats,
     ObjectStatsList,
-    Pagination,
     PathList,
     UpdateObjectUserMetadata,
 )
@@ -98,7 +103,7 @@ async def upload_object(
     storage_class: str | None = None,
     force: bool = False,
     if_none_match: Annotated[str | None, Header()] = None,
-) -> ObjectStats:
+) -> Response:
     """Store the request body at ``path`` on the branch (raw bytes or a form's ``content``).
 
     User metadata comes from ``x-lakefs-meta-<key>`` headers; ``If-None-Match: *`` refuses to
@@ -141,7 +146,7 @@ async def upload_object(
         )
     finally:
         body.close()
-    return object_model(stat)
+    return json_response(object_row(stat), 201)
 
 
 def _headers(stat: ObjectStat) -> dict[str, str]:
@@ -247,11 +252,11 @@ def stat_object(
     path: PathQuery,
     user_metadata: bool = True,
     presign: bool | None = None,
-) -> ObjectStats:
+) -> Response:
     """Return an object's metadata."""
     caller.require(Permission(Action.READ_OBJECT, object_arn(repository, path)))
     stat = state.catalog.stat_object(repository, ref, path)
-    return object_model(stat, user_metadata=user_metadata)
+    return json_response(object_row(stat, user_metadata=user_metadata))
 
 
 @router.get(_REF + "/objects/ls", response_model=ObjectStatsList)
@@ -266,22 +271,32 @@ def list_objects(
     prefix: PrefixQuery = "",
     user_metadata: bool = True,
     presign: bool | None = None,
-) -> ObjectStatsList:
-    """List objects by path; with a delimiter, fold deeper paths into ``common_prefix`` rows."""
+) -> Response:
+    """List objects by path; with a delimiter, fold deeper paths into ``common_prefix`` rows.
+
+    Answers the :class:`ObjectStatsList` fields as plain rows (:func:`object_row`): one model
+    per object, validated again as the response model, cost more than the listing itself.
+    """
     caller.require(Permission(Action.LIST_OBJECTS, repository_arn(repository)))
     listed = state.catalog.list_objects(
         repository, ref, prefix, after=after, amount=page_size(amount), delimiter=delimiter
     )
-    rows = [object_model(s, user_metadata=user_metadata) for s in listed.objects]
-    rows.extend(common_prefix_model(p) for p in listed.common_prefixes)
-    rows.sort(key=lambda r: r.path)
-    pagination = Pagination(
-        has_more=listed.has_more,
-        next_offset=listed.next_offset if listed.has_more else "",
-        results=len(rows),
-        max_per_page=MAX_PER_PAGE,
-    )
-    return ObjectStatsList(pagination=pagination, results=rows)
+    rows = object_rows(listed.rows, user_metadata)
+    if listed.common_prefixes:
+        rows.extend(common_prefix_row(p) for p in listed.common_prefixes)
+        rows.sort(key=_row_path)
+    pagination = {
+        "has_more": listed.has_more,
+        "next_offset": listed.next_offset if listed.has_more else "",
+        "results": len(rows),
+        "max_per_page": MAX_PER_PAGE,
+    }
+    return json_response({"pagination": pagination, "results": rows})
+
+
+def _row_path(row: dict[str, Any]) -> str:
+    path: str = row["path"]
+    return path
 
 
 @router.delete(_BRANCH + "/objects", status_code=204, response_class=Response)
