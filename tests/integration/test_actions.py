@@ -354,7 +354,7 @@ def test_branch_and_tag_events(repo: Repo, receiver: Receiver) -> None:
     assert {r.event_type for r in repo.wait_runs(8)} == set(events)
 
 
-def test_runs_api_listing_filters_and_hooks(repo: Repo, receiver: Receiver) -> None:
+def test_runs_api_listing_filters_and_hooks(repo: Repo, receiver: Receiver, server: Server) -> None:
     hooks = (
         _webhook("first", f"{receiver.url}/fail")
         + _webhook("after_failure", f"{receiver.url}/ok", condition="failure()")
@@ -397,6 +397,9 @@ def test_runs_api_listing_filters_and_hooks(repo: Repo, receiver: Receiver) -> N
     assert output.headers["Content-Disposition"] == "attachment; filename=0000_0000.log"
     assert b"500" in output.data
     assert repo.actions.get_run_hook_output(repo.name, runs[0].run_id, "0000_0002") == b""
+    # the logs are in the repository's namespace, next to the run's manifest
+    logs = server.data_dir.rglob(f"{repo.name}/_lakefs/actions/log/{runs[0].run_id}/*")
+    assert sorted(p.name for p in logs) == ["0000_0000.log", "0000_0001.log", "run.manifest"]
 
 
 def test_invalid_action_file_fails_the_operation(repo: Repo) -> None:
