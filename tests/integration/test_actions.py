@@ -131,6 +131,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
+def second(server: Server) -> Iterator[Server]:
+    """Another server process over the same data directory (the same KV)."""
+    with running_server(
+        server.data_dir,
+        server.data_dir.parent / "second.log",
+        access_key_id=KEY[0],
+        secret_access_key=KEY[1],
+    ) as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
 def sdk(server: Server) -> lakefs_sdk.ApiClient:
     configuration = lakefs_sdk.Configuration(
         host=f"{server.url}/api/v1", username=KEY[0], password=KEY[1]
@@ -433,13 +445,23 @@ def test_timeout_aborts_with_412(repo: Repo, receiver: Receiver) -> None:
     assert repo.runs()[0].status == "failed"
 
 
-def test_post_hook_failure_does_not_fail_the_operation(repo: Repo, receiver: Receiver) -> None:
+def test_post_hook_failure_does_not_fail_the_operation(
+    repo: Repo, receiver: Receiver, second: Server
+) -> None:
     action = _action("Post fails", "  post-commit:", _webhook("fails", f"{receiver.url}/fail"))
     repo.put("main", "_lakefs_actions/post.yaml", action)
     commit = repo.commit("main", "post")
     assert repo.head("main") == commit.id
     (run,) = repo.wait_runs(1)
     assert (run.event_type, run.status, run.commit_id) == ("post-commit", "failed", commit.id)
+    # the run is in the KV: another server process lists it, hooks and output included
+    configuration = lakefs_sdk.Configuration(
+        host=f"{second.url}/api/v1", username=KEY[0], password=KEY[1]
+    )
+    other = lakefs_sdk.ActionsApi(lakefs_sdk.ApiClient(configuration))
+    assert [r.run_id for r in other.list_repository_runs(repo.name).results] == [run.run_id]
+    assert [h.status for h in other.list_run_hooks(repo.name, run.run_id).results] == ["failed"]
+    assert b"500" in other.get_run_hook_output(repo.name, run.run_id, "0000_0000")
 
 
 def test_env_outside_prefix_fails_the_hook(repo: Repo, receiver: Receiver, tmp_path: Path) -> None:
