@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -272,7 +273,8 @@ class CommittedStore:
             size = sum(map(estimate, keys, entries))
         table = records_table(records, identities)
         self._put_range(rid, table, stats)
-        self._remember("r:" + rid, RangeData(table, keys, entries))
+        # entries are decoded again only if asked for: a bulk load writes many ranges in a row
+        self._remember("r:" + rid, RangeData(table, keys))
         return RangeInfo(rid, keys[0], keys[-1], len(records), size)
 
     def write_pieces(self, pieces: list[Run | list[Record]], stats: WriteStats) -> RangeInfo:
@@ -308,25 +310,37 @@ class CommittedStore:
         """
         tables: list[pa.Table] = []
         encoded: list[Any] = []
+        offsets: list[Any] = []
         ranges: list[RangeInfo] = []
+        at = 0
         for piece in pieces:
             if isinstance(piece, list):
                 tables.append(_metarange_table(piece))
-                encoded.extend(map(_metarange_row, piece))
+                rows_encoded = list(map(_metarange_row, piece))
+                lengths = np.fromiter(map(len, rows_encoded), np.int64, len(rows_encoded))
+                offsets.append(at + np.cumsum(lengths) - lengths)
+                at += int(lengths.sum())
+                encoded.extend(rows_encoded)
                 ranges.extend(piece)
                 continue
             rows, start, stop = piece
             blob, starts = rows.encoding()
+            first, last = int(starts[start]), int(starts[stop])
             tables.append(rows.table.slice(start, stop - start))
-            encoded.append(memoryview(blob)[int(starts[start]) : int(starts[stop])])
+            encoded.append(memoryview(blob)[first:last])
+            offsets.append(starts[start:stop] + (at - first))
+            at += last - first
             ranges.extend(rows.ranges[start:stop])
+        joined = b"".join(encoded)
         h = hashlib.sha256(_METARANGE_TAG + pack_int64(len(ranges)))
-        h.update(b"".join(encoded))
+        h.update(joined)
         mid = MetaRangeID(h.hexdigest())
         table = pa.concat_tables(tables).combine_chunks()
         self._put_metarange(mid, table, stats)
+        written = MetaRangeRows(table, ranges)
+        written._encoded = (joined, np.concatenate([*offsets, np.array([at], np.int64)]))
         self._remember("m:" + mid, ranges)
-        self._remember("t:" + mid, MetaRangeRows(table, ranges))
+        self._remember("t:" + mid, written)
         return mid
 
     def _put_metarange(self, mid: MetaRangeID, table: pa.Table, stats: WriteStats) -> None:
