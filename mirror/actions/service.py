@@ -26,6 +26,8 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from mirror.actions.model import ACTIONS_PREFIX, Action, ActionFileError, parse_action
 from mirror.actions.runs import (
     HookRunRecord,
@@ -116,6 +118,8 @@ class ActionsService:
         self.environ = os.environ if environ is None else environ
         self.clock = clock
         self._post_pool = ThreadPoolExecutor(post_workers, thread_name_prefix="post-hooks")
+        # one client for every hook: it keeps connections and builds its TLS context once
+        self._http = httpx.Client(follow_redirects=False)
         # the actions of a commit never change (its ID hashes its tree), so they are kept; a
         # branch's are read at every event
         self._by_commit: OrderedDict[tuple[str, str], list[Action]] = OrderedDict()
@@ -157,6 +161,8 @@ class ActionsService:
     def close(self, wait: bool = True) -> None:
         """Stop the post-event pool (waiting for the hooks already started)."""
         self._post_pool.shutdown(wait=wait)
+        if wait:
+            self._http.close()
 
     # running
 
@@ -286,7 +292,9 @@ class ActionsService:
                 )
                 continue
             payload = event_payload(event, action.name, hook.id, start)
-            outcome = call_hook(hook, payload, env_prefix=self.env_prefix, environ=self.environ)
+            outcome = call_hook(
+                hook, payload, env_prefix=self.env_prefix, environ=self.environ, client=self._http
+            )
             self._write(event.repository, log_key(run_id, hook_run_id), outcome.log.encode())
             status = "failed" if outcome.error else "completed"
             failed = failed or bool(outcome.error)

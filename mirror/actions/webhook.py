@@ -122,6 +122,7 @@ def call_hook(
     *,
     env_prefix: str,
     environ: Mapping[str, str] | None = None,
+    client: httpx.Client | None = None,
 ) -> HookOutcome:
     """Call ``hook`` with the event ``payload``; never raises.
 
@@ -130,6 +131,8 @@ def call_hook(
         payload: lakeFS's event JSON (see :func:`mirror.actions.service.event_payload`).
         env_prefix: Only environment variables starting with it may be substituted.
         environ: The environment (the process's by default).
+        client: The HTTP client to send with (shared, it keeps connections); a new one if
+            ``None``.
     """
     secrets = _Secrets(env_prefix, os.environ if environ is None else environ)
     lines: list[str] = []
@@ -157,33 +160,57 @@ def call_hook(
             auth = None
     except HookConfigError as exc:
         return HookOutcome(f"action failed: {exc}", f"Configuration error: {exc}\n")
+    sender = client if client is not None else httpx.Client(follow_redirects=False)
+    try:
+        error = _send(sender, hook.type, url, params, headers, body, auth, timeout, lines)
+    finally:
+        if client is None:
+            sender.close()
+    return HookOutcome(secrets.mask(error), secrets.mask("\n".join(lines) + "\n"))
+
+
+def _send(
+    client: httpx.Client,
+    kind: str,
+    url: str,
+    params: list[tuple[str, str]],
+    headers: dict[str, str],
+    body: bytes,
+    auth: tuple[str, str] | None,
+    timeout: float,
+    lines: list[str],
+) -> str:
+    """POST the hook's request, log it and the answer in ``lines``; return the error or ``""``."""
     lines.append("Request:")
-    request = httpx.Request("POST", url, params=tuple(params), headers=headers, content=body)
+    try:
+        request = client.build_request(
+            "POST", url, params=tuple(params), headers=headers, content=body, timeout=timeout
+        )
+    except httpx.InvalidURL as exc:
+        lines.append(f"Error: invalid url: {exc}")
+        return f"action failed: invalid url: {exc}"
     lines.append(f"POST {request.url}")
     lines.extend(f"{k}: {v}" for k, v in headers.items())
-    lines.append("")
-    lines.append(body.decode())
-    lines.append("")
-    error = ""
+    lines.extend(["", body.decode(), ""])
     try:
-        with httpx.Client(timeout=timeout, auth=auth, follow_redirects=False) as client:
-            response = client.send(request)
-        lines.append("Response:")
-        lines.append(f"{response.status_code} {response.reason_phrase}")
-        lines.extend(f"{k}: {v}" for k, v in response.headers.items())
-        lines.append("")
-        lines.append(response.text)
-        good = response.status_code == 200 if hook.type == "airflow" else response.is_success
-        if not good:
-            what = "webhook" if hook.type == "webhook" else "airflow"
-            error = f"action failed: {what} request failed (status code: {response.status_code})"
+        response = client.send(request, auth=auth, follow_redirects=False)
     except httpx.TimeoutException:
         error = (
             f'action failed: Post "{url}": context deadline exceeded '
             "(Client.Timeout exceeded while awaiting headers)"
         )
         lines.append(f"Error: {error}")
+        return error
     except httpx.HTTPError as exc:
         error = f'action failed: Post "{url}": {exc}'
         lines.append(f"Error: {error}")
-    return HookOutcome(secrets.mask(error), secrets.mask("\n".join(lines) + "\n"))
+        return error
+    lines.append("Response:")
+    lines.append(f"{response.status_code} {response.reason_phrase}")
+    lines.extend(f"{k}: {v}" for k, v in response.headers.items())
+    lines.extend(["", response.text])
+    good = response.status_code == 200 if kind == "airflow" else response.is_success
+    if good:
+        return ""
+    what = "webhook" if kind == "webhook" else "airflow"
+    return f"action failed: {what} request failed (status code: {response.status_code})"
