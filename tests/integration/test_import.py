@@ -8,6 +8,8 @@
   as a source, a dirty branch, a read-only mirror, and canceling a finished import.
 - Progress and cancel: an import held inside its listing (a FIFO among the source files) shows
   its ingested count, reads ``import error: Canceled`` once canceled, and leaves the branch.
+- The import's commit runs the branch's pre-commit and post-commit hooks; a failing pre-commit
+  hook fails the import.
 - ``lakemirror import --wait`` prints the commit once done (on a protected branch too); without
   ``--wait`` the import's ID.
 """
@@ -19,8 +21,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -286,3 +290,79 @@ def test_cli_import_waits_for_the_commit(
     )
     assert refused.returncode != 0
     assert "invalid import source" in refused.stderr and "Traceback" not in refused.stderr
+
+
+@pytest.fixture
+def webhooks() -> Iterator[tuple[str, list[str]]]:
+    """A webhook receiver on 127.0.0.1: ``/fail`` answers 500, anything else 200."""
+    received: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            received.append(
+                f"{self.path} {body.get('event_type')} {body.get('commit_message', '')}"
+            )
+            self.send_response(500 if self.path == "/fail" else 200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", received
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_import_commit_runs_commit_hooks(
+    server: Server,
+    client: lakefs.Client,
+    repo: lakefs.Repository,
+    webhooks: tuple[str, list[str]],
+) -> None:
+    url, received = webhooks
+    main = repo.branch("main")
+
+    def action(name: str, branch: str, path: str) -> str:
+        return (
+            f"name: {name}\non:\n  pre-commit:\n    branches: [{branch}]\n"
+            f"  post-commit:\n    branches: [{branch}]\nhooks:\n"
+            f"  - id: check\n    type: webhook\n    properties:\n      url: {url}{path}\n"
+        )
+
+    main.object("_lakefs_actions/fail.yaml").upload(action("Refuse", "refused", "/fail"))
+    main.object("_lakefs_actions/ok.yaml").upload(action("Accept", "main", "/ok"))
+    main.commit("actions")
+    refused = repo.branch("refused").create("main")
+    head = refused.get_commit().id
+    source = _sources(server, None, {"x": b"x"})
+    api = _sdk(client)
+    body = lakefs_sdk.ImportCreation(
+        paths=[lakefs_sdk.ImportLocation(type="common_prefix", path=source, destination="in/")],
+        commit=lakefs_sdk.CommitCreation(message="hooked"),
+    )
+
+    started = api.import_start(repo.id, "refused", body)
+    failed = _until(
+        lambda: (s := api.import_status(repo.id, "refused", started.id)).error and s,
+        "the import to fail",
+    )
+    assert not failed.completed
+    assert failed.error.message.startswith("import error: pre-commit hook aborted")
+    assert refused.get_commit().id == head
+    assert "/fail pre-commit hooked" in received
+
+    started = api.import_start(repo.id, "main", body)
+    done = _until(
+        lambda: (s := api.import_status(repo.id, "main", started.id)).completed and s,
+        "the import to commit",
+    )
+    assert done.commit.message == "hooked"
+    _until(lambda: "/ok post-commit hooked" in received, "the post-commit hook")
+    assert "/ok pre-commit hooked" in received
