@@ -331,7 +331,8 @@ def format_ratios(results: Sequence[dict[str, Any]]) -> str:
         return float(large[column] / small[column])
 
     wall, cpu = ratio("clustered_ms"), ratio("clustered_cpu_ms")
-    verdict = "meets" if wall <= 1.5 else "misses"
+    # CPU time, not wall time: on a shared machine wall time measures the other processes too
+    verdict = "meets" if cpu <= 1.5 else "misses"
     return (
         f"commit-time ratio {large['objects']:,} / {small['objects']:,} objects:\n"
         f"  clustered: {wall:.2f}x wall, {cpu:.2f}x cpu ({verdict} the <= 1.5x target)\n"
