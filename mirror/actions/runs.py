@@ -2,9 +2,13 @@
 
 Every server process sharing the KV sees every run. Keys:
 
-- ``actions/runs/<repo>/<run_id>``: the run (JSON, its hook runs included);
-- ``actions/branch/<repo>/<branch>/<run_id>`` and ``actions/commit/<repo>/<commit>/<run_id>``:
-  empty index entries for the ``branch`` and ``commit`` filters of the runs API.
+- ``actions/runs/<repo>:<instance>/<run_id>``: the run (JSON, its hook runs included);
+- ``actions/branch/<repo>:<instance>/<branch>/<run_id>`` and
+  ``actions/commit/<repo>:<instance>/<commit>/<run_id>``: empty index entries for the
+  ``branch`` and ``commit`` filters of the runs API.
+
+``<instance>`` is the repository record's ``instance_uid``: a repository deleted and created
+again under the same name starts with no runs.
 
 Run IDs sort newest first (lakeFS's reverse-time IDs), so a prefix scan lists runs newest first.
 """
@@ -17,6 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 
+from mirror.core.model import Repository
 from mirror.errors import NotFoundError
 from mirror.kv.errors import KeyNotFoundError
 from mirror.kv.protocol import KV
@@ -122,6 +127,11 @@ def _key(prefix: bytes, *parts: str) -> bytes:
     return prefix + "/".join(parts).encode()
 
 
+def _scope(repo: Repository) -> str:
+    # a repository deleted and created again under its name starts with no runs
+    return f"{repo.id}:{repo.instance_uid}"
+
+
 class RunStore:
     """Run records in the KV.
 
@@ -132,49 +142,51 @@ class RunStore:
     def __init__(self, kv: KV) -> None:
         self.kv = kv
 
-    def save(self, run: RunRecord) -> None:
-        """Store ``run`` and its index entries."""
-        items = [(_key(_RUNS, run.repository, run.run_id), run.encode())]
+    def save(self, repo: Repository, run: RunRecord) -> None:
+        """Store ``run`` of ``repo`` and its index entries."""
+        scope = _scope(repo)
+        items = [(_key(_RUNS, scope, run.run_id), run.encode())]
         if run.branch:
-            items.append((_key(_BY_BRANCH, run.repository, run.branch, run.run_id), b""))
+            items.append((_key(_BY_BRANCH, scope, run.branch, run.run_id), b""))
         if run.commit_id:
-            items.append((_key(_BY_COMMIT, run.repository, run.commit_id, run.run_id), b""))
+            items.append((_key(_BY_COMMIT, scope, run.commit_id, run.run_id), b""))
         self.kv.set_many(items)
 
-    def set_commit(self, repository: str, run_id: str, commit_id: str) -> None:
+    def set_commit(self, repo: Repository, run_id: str, commit_id: str) -> None:
         """Fill in the commit of a pre-commit run once the commit exists."""
-        self.save(replace(self.get(repository, run_id), commit_id=commit_id))
+        self.save(repo, replace(self.get(repo, run_id), commit_id=commit_id))
 
-    def get(self, repository: str, run_id: str) -> RunRecord:
+    def get(self, repo: Repository, run_id: str) -> RunRecord:
         """Return a run.
 
         Raises:
             RunNotFoundError: no such run.
         """
         try:
-            return RunRecord.decode(self.kv.get(_key(_RUNS, repository, run_id)))
+            return RunRecord.decode(self.kv.get(_key(_RUNS, _scope(repo), run_id)))
         except KeyNotFoundError:
             raise RunNotFoundError(f"not found: action run {run_id!r}") from None
 
     def list(
-        self, repository: str, *, branch: str = "", commit: str = "", after: str = ""
+        self, repo: Repository, *, branch: str = "", commit: str = "", after: str = ""
     ) -> Iterator[RunRecord]:
         """Yield runs newest first, after the run ID ``after``, of one branch or commit."""
+        scope = _scope(repo)
         if branch or commit:
             base = (
-                _key(_BY_BRANCH, repository, branch, "")
+                _key(_BY_BRANCH, scope, branch, "")
                 if branch
-                else _key(_BY_COMMIT, repository, commit, "")
+                else _key(_BY_COMMIT, scope, commit, "")
             )
             start = base + after.encode() + b"\x00" if after else b""
             for key, _ in self.kv.scan(base, start):
                 run_id = key[len(base) :].decode()
                 try:
-                    yield self.get(repository, run_id)
+                    yield self.get(repo, run_id)
                 except RunNotFoundError:
                     continue
             return
-        base = _key(_RUNS, repository, "")
+        base = _key(_RUNS, scope, "")
         start = base + after.encode() + b"\x00" if after else b""
         for _, raw in self.kv.scan(base, start):
             yield RunRecord.decode(raw)

@@ -31,7 +31,6 @@ import httpx
 from mirror.actions.model import ACTIONS_PREFIX, Action, ActionFileError, parse_action
 from mirror.actions.runs import (
     HookRunRecord,
-    RunNotFoundError,
     RunRecord,
     RunStore,
     new_run_id,
@@ -151,9 +150,9 @@ class ActionsService:
         """Record the new commit on the pre-commit run, then start the post-event hooks."""
         if pre is not None and pre.run_id and event.commit_id:
             try:
-                run = self.runs.get(event.repository, pre.run_id)
-                if not run.commit_id:
-                    self.runs.set_commit(event.repository, pre.run_id, event.commit_id)
+                repo = self.catalog.get_repository(event.repository)
+                if not self.runs.get(repo, pre.run_id).commit_id:
+                    self.runs.set_commit(repo, pre.run_id, event.commit_id)
             except LakeMirrorError as exc:
                 log.warning("could not record the commit of run %s: %s", pre.run_id, exc)
         self._post_pool.submit(self._run_post, event)
@@ -273,7 +272,8 @@ class ActionsService:
             status="failed" if failed else "completed",
             hooks=hooks,
         )
-        self.runs.save(record)
+        repo = self.catalog.get_repository(event.repository)
+        self.runs.save(repo, record)
         self._write(event.repository, f"{LOG_PREFIX}{run_id}/run.manifest", _manifest(record))
         return record
 
@@ -318,21 +318,6 @@ class ActionsService:
         except LakeMirrorError as exc:
             # the run is recorded in the KV all the same; only its output is lost
             log.warning("could not write %s of %s: %s", key, repository, exc)
-
-    def read_output(self, repository: str, run_id: str, hook_run_id: str) -> bytes:
-        """Return a hook run's output log (empty for a skipped hook).
-
-        Raises:
-            RunNotFoundError: no such run or hook run.
-        """
-        run = self.runs.get(repository, run_id)
-        hook = next((h for h in run.hooks if h.hook_run_id == hook_run_id), None)
-        if hook is None:
-            raise RunNotFoundError(f"not found: hook run {hook_run_id!r} of run {run_id!r}")
-        if hook.status == "skipped":
-            return b""
-        repo = self.catalog.get_repository(repository)
-        return self.catalog.block_store(repo).get(log_key(run_id, hook_run_id))
 
 
 def _manifest(run: RunRecord) -> bytes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from mirror.actions import ActionsService
@@ -143,3 +145,25 @@ def test_a_protected_branch_refuses_the_commit_before_its_hooks(catalog: Catalog
     with pytest.raises(ProtectedBranchCommitError):
         catalog.commit("repo", "main", "m", allow_empty=True)
     assert hooks.events == []
+
+
+def test_a_repository_created_again_starts_with_no_runs(catalog: Catalog) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    action = (
+        "name: Refused\non:\n  post-create-branch:\nhooks:\n"
+        f"  - {{id: hook1, type: webhook, properties: {{url: 'http://127.0.0.1:{port}/'}}}}\n"
+    )
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", action.encode())
+    catalog.commit("repo", "main", "actions")
+    service = ActionsService(catalog)
+    catalog.hooks = service
+    catalog.create_branch("repo", "dev", "main")
+    service.close(wait=True)
+    (run,) = service.runs.list(catalog.get_repository("repo"))
+    assert (run.event_type, run.status) == ("post-create-branch", "failed")
+    assert "action failed: Post" in run.hooks[0].error
+    catalog.delete_repository("repo")
+    catalog.create_repository("repo", "mem://repo")
+    assert list(service.runs.list(catalog.get_repository("repo"))) == []

@@ -76,11 +76,11 @@ def test_mirror_advance_runs_post_commit_hooks_only_when_enabled(
     assert [b["repository_id"] for b in bodies if b["repository_id"] == "src"] == ["src"]
     if not enabled:
         assert mirrored == []
-        assert list(service.runs.list("dst")) == []
+        assert list(service.runs.list(catalog.get_repository("dst"))) == []
         return
     (body,) = mirrored
     assert (body["event_type"], body["branch_id"]) == ("post-commit", "main")
     assert (body["commit_id"], body["source_ref"]) == (head, head)
     assert (body["commit_message"], body["commit_metadata"]) == ("actions", {"k": "v"})
-    (run,) = service.runs.list("dst")
+    (run,) = service.runs.list(catalog.get_repository("dst"))
     assert (run.event_type, run.status, run.commit_id) == ("post-commit", "completed", head)

@@ -109,8 +109,8 @@ def list_repository_runs(
     caller.require(Permission(READ_ACTION, repository_arn(repository)))
     if branch and commit:
         raise InvalidValueError("filter by branch and by commit: parameters conflict")
-    state.catalog.get_repository(repository)
-    runs = RunStore(state.catalog.kv).list(repository, branch=branch, commit=commit, after=after)
+    repo = state.catalog.get_repository(repository)
+    runs = RunStore(state.catalog.kv).list(repo, branch=branch, commit=commit, after=after)
     found, pagination = page(runs, amount, lambda r: r.run_id)
     return ActionRunList(pagination=pagination, results=[_run(r) for r in found])
 
@@ -119,8 +119,8 @@ def list_repository_runs(
 def get_run(repository: str, run_id: str, state: StateDep, caller: CallerDep) -> ActionRun:
     """Return one run."""
     caller.require(Permission(READ_ACTION, repository_arn(repository)))
-    state.catalog.get_repository(repository)
-    return _run(RunStore(state.catalog.kv).get(repository, run_id))
+    repo = state.catalog.get_repository(repository)
+    return _run(RunStore(state.catalog.kv).get(repo, run_id))
 
 
 @router.get(_RUNS + "/{run_id}/hooks", response_model=HookRunList, response_model_exclude_none=True)
@@ -134,8 +134,8 @@ def list_run_hooks(
 ) -> HookRunList:
     """List the hook runs of a run, in ``hook_run_id`` order."""
     caller.require(Permission(READ_ACTION, repository_arn(repository)))
-    state.catalog.get_repository(repository)
-    run = RunStore(state.catalog.kv).get(repository, run_id)
+    repo = state.catalog.get_repository(repository)
+    run = RunStore(state.catalog.kv).get(repo, run_id)
     hooks = itertools.dropwhile(lambda h: after and h.hook_run_id <= after, run.hooks)
     found, pagination = page(hooks, amount, lambda h: h.hook_run_id)
     return HookRunList(pagination=pagination, results=[_hook(h) for h in found])
@@ -148,7 +148,7 @@ def get_run_hook_output(
     """Return a hook run's output log (empty for a hook that was skipped)."""
     caller.require(Permission(READ_ACTION, repository_arn(repository)))
     repo = state.catalog.get_repository(repository)
-    run = RunStore(state.catalog.kv).get(repository, run_id)
+    run = RunStore(state.catalog.kv).get(repo, run_id)
     hook = next((h for h in run.hooks if h.hook_run_id == hook_run_id), None)
     if hook is None:
         raise RunNotFoundError(f"not found: hook run {hook_run_id!r} of run {run_id!r}")
