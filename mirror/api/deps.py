@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, ParamSpec, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
@@ -19,6 +20,7 @@ from mirror.api.auth.tokens import login_user
 from mirror.api.hidden import HiddenBranches
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
+from mirror.errors import LakeMirrorError
 from mirror.logging import note_user
 
 __all__ = [
@@ -28,7 +30,14 @@ __all__ = [
     "StateDep",
     "get_caller",
     "get_state",
+    "reads_inline",
+    "run_read",
 ]
+
+LOCAL_SCHEME = "local://"
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 _basic = HTTPBasic(auto_error=False, description="access key ID and secret access key")
 
@@ -62,6 +71,34 @@ class ApiState:
         # a local KV answers a read in microseconds and never waits for a writer (SQLite in
         # WAL mode): such reads may run on the event loop (see get_caller)
         self.inline_reads = getattr(self.catalog.kv, "local_reads", False) is True
+
+
+def reads_inline(state: ApiState, repository: str) -> bool:
+    """Return whether reads of ``repository`` may run on the event loop.
+
+    They may on a local KV (:attr:`ApiState.inline_reads`) when the repository's namespace is a
+    local directory: a stat, a listing page or a small read is then CPU work on local files
+    that holds the GIL anyway, and a worker thread would add a hop (two thread switches) and
+    no parallelism. With a remote KV or object store a read waits on the network, so it runs
+    on a worker thread and the event loop keeps serving. This look-up never raises: any error
+    is left for the read to answer, after its permission check.
+    """
+    if not state.inline_reads:
+        return False
+    try:
+        repo = state.catalog.get_repository(repository)
+    except LakeMirrorError:
+        return False
+    return repo.storage_namespace.startswith(LOCAL_SCHEME)
+
+
+async def run_read(
+    state: ApiState, repository: str, read: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """Return ``read(*args, **kwargs)``, on the event loop when :func:`reads_inline` says so."""
+    if reads_inline(state, repository):
+        return read(*args, **kwargs)
+    return await run_in_threadpool(read, *args, **kwargs)
 
 
 async def get_state(request: Request) -> ApiState:

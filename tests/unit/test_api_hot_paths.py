@@ -30,6 +30,7 @@ from mirror.api.convert import (
     object_row,
     object_rows,
 )
+from mirror.api.deps import reads_inline
 from mirror.api.models import ObjectStats, ObjectStatsList, Pagination
 from mirror.block import BlockResolver
 from mirror.core.catalog import Catalog
@@ -156,10 +157,21 @@ def _app(catalog: Catalog) -> FastAPI:
     return create_app(catalog, auth)
 
 
-def test_sign_in_runs_inline_on_sqlite_only(catalog: Catalog, tmp_path: Path) -> None:
-    assert _app(catalog).state.api.inline_reads is True
+def test_reads_run_inline_on_sqlite_and_local_directories_only(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    catalog.create_repository("repo", "local://repo")
+    local = _app(catalog).state.api
+    assert local.inline_reads is True
+    assert reads_inline(local, "repo") is True
+    # a missing or malformed repository is the read's error to answer, after its permission check
+    assert reads_inline(local, "missing") is False
+    assert reads_inline(local, "Not A Name") is False
     memory = Catalog(MemoryKV(), BlockResolver(tmp_path))
-    assert create_app(memory, AuthStore(memory.kv)).state.api.inline_reads is False
+    memory.create_repository("repo", "local://repo")
+    remote = create_app(memory, AuthStore(memory.kv)).state.api
+    assert remote.inline_reads is False
+    assert reads_inline(remote, "repo") is False
 
 
 @pytest.mark.anyio

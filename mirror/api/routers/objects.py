@@ -21,7 +21,15 @@ from mirror.api.convert import (
     object_row,
     object_rows,
 )
-from mirror.api.deps import CallerDep, StateDep
+from mirror.api.deps import (
+    LOCAL_SCHEME,
+    ApiState,
+    Caller,
+    CallerDep,
+    StateDep,
+    reads_inline,
+    run_read,
+)
 from mirror.api.errors import error_response, message_for, read_only_message
 from mirror.api.models import (
     ObjectCopyCreation,
@@ -48,7 +56,7 @@ from mirror.core.errors import (
     ProtectedBranchError,
     RepositoryReadOnlyError,
 )
-from mirror.core.model import Entry, ObjectStat
+from mirror.core.model import AddressType, Entry, ObjectStat
 from mirror.core.protection import check_staging_write
 from mirror.core.validate import validate_path
 from mirror.errors import InvalidValueError, PreconditionFailedError
@@ -200,7 +208,7 @@ def head_object(
         416: {"description": "range not satisfiable"},
     },
 )
-def get_object(
+async def get_object(
     repository: str,
     ref: str,
     state: StateDep,
@@ -211,9 +219,44 @@ def get_object(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Return an object's bytes: all (200), or one ``Range`` (206; 416 past the end)."""
+    if not reads_inline(state, repository):
+        return await run_in_threadpool(
+            _get_object, repository, ref, state, caller, path, range_, if_none_match
+        )
     caller.require(Permission(Action.READ_OBJECT, object_arn(repository, path)))
+    stat = state.catalog.stat_object(repository, ref, path)
+    if stat.entry.address_type is AddressType.FULL and not stat.entry.address.startswith(
+        LOCAL_SCHEME
+    ):
+        # the bytes are in another store (an imported object): read them on a worker thread
+        return await run_in_threadpool(
+            _serve_object, repository, state, stat, range_, if_none_match
+        )
+    return _serve_object(repository, state, stat, range_, if_none_match)
+
+
+def _get_object(
+    repository: str,
+    ref: str,
+    state: ApiState,
+    caller: Caller,
+    path: str,
+    range_: str | None,
+    if_none_match: str | None,
+) -> Response:
+    caller.require(Permission(Action.READ_OBJECT, object_arn(repository, path)))
+    stat = state.catalog.stat_object(repository, ref, path)
+    return _serve_object(repository, state, stat, range_, if_none_match)
+
+
+def _serve_object(
+    repository: str,
+    state: ApiState,
+    stat: ObjectStat,
+    range_: str | None,
+    if_none_match: str | None,
+) -> Response:
     catalog = state.catalog
-    stat = catalog.stat_object(repository, ref, path)
     size = stat.entry.size
     headers = _headers(stat)
     if if_none_match and if_none_match.strip() in (headers["etag"], stat.entry.checksum):
@@ -244,7 +287,7 @@ def get_object(
 
 
 @router.get(_REF + "/objects/stat", response_model=ObjectStats)
-def stat_object(
+async def stat_object(
     repository: str,
     ref: str,
     state: StateDep,
@@ -254,13 +297,21 @@ def stat_object(
     presign: bool | None = None,
 ) -> Response:
     """Return an object's metadata."""
+    return await run_read(
+        state, repository, _stat_object, repository, ref, state, caller, path, user_metadata
+    )
+
+
+def _stat_object(
+    repository: str, ref: str, state: ApiState, caller: Caller, path: str, user_metadata: bool
+) -> Response:
     caller.require(Permission(Action.READ_OBJECT, object_arn(repository, path)))
     stat = state.catalog.stat_object(repository, ref, path)
     return json_response(object_row(stat, user_metadata=user_metadata))
 
 
 @router.get(_REF + "/objects/ls", response_model=ObjectStatsList)
-def list_objects(
+async def list_objects(
     repository: str,
     ref: str,
     state: StateDep,
@@ -277,6 +328,33 @@ def list_objects(
     Answers the :class:`ObjectStatsList` fields as plain rows (:func:`object_row`): one model
     per object, validated again as the response model, cost more than the listing itself.
     """
+    return await run_read(
+        state,
+        repository,
+        _list_objects,
+        repository,
+        ref,
+        state,
+        caller,
+        after,
+        amount,
+        delimiter,
+        prefix,
+        user_metadata,
+    )
+
+
+def _list_objects(
+    repository: str,
+    ref: str,
+    state: ApiState,
+    caller: Caller,
+    after: str,
+    amount: int,
+    delimiter: str,
+    prefix: str,
+    user_metadata: bool,
+) -> Response:
     caller.require(Permission(Action.LIST_OBJECTS, repository_arn(repository)))
     listed = state.catalog.list_objects(
         repository, ref, prefix, after=after, amount=page_size(amount), delimiter=delimiter
