@@ -13,17 +13,19 @@ from pathlib import Path
 import pytest
 
 from mirror.block.resolver import BlockResolver
-from mirror.core import Catalog, ChunkingParams
+from mirror.core import Catalog, ChunkingParams, open_memory
 from mirror.core.committed import METADATA_PREFIX, CommittedStore, RangeInfo, WriteStats
 from mirror.core.errors import DirtyBranchError, RepositoryReadOnlyError
 from mirror.core.imports import (
     DEFAULT_IMPORT_MESSAGE,
     ImportCanceledError,
+    ImportNotSupportedError,
     ImportSource,
     InvalidImportSourceError,
     InvalidImportTypeError,
     import_changes,
     import_objects,
+    validate_sources,
 )
 from mirror.core.model import AddressType
 from mirror.core.threeway import MERGE_STRATEGY_KEY
@@ -177,3 +179,19 @@ def test_canceled_import_leaves_the_branch(lake: Catalog) -> None:
             progress=cancel,
         )
     assert lake.get_branch("imp", "main").commit_id == head
+
+
+def test_sources_checked_against_the_namespace() -> None:
+    memory = open_memory()
+    repo = memory.create_repository("in-memory", "mem://in-memory")
+    with pytest.raises(ImportNotSupportedError, match="import is not supported for this storage"):
+        validate_sources(repo, [ImportSource("common_prefix", "mem://other/", "d/")])
+    local = Catalog(MemoryKV(), BlockResolver("/nonexistent"))
+    repo = local.create_repository("ns-parent", "local://lake/repo")
+    for bad in ("local://lake/", "local://lake/repo/", "local://lake/repo/data/x"):
+        prohibited = r"is prohibited: invalid import source$"
+        with pytest.raises(InvalidImportSourceError, match=prohibited):
+            validate_sources(repo, [ImportSource("common_prefix", bad, "d/")])
+    with pytest.raises(InvalidImportSourceError, match="names no object"):
+        validate_sources(repo, [ImportSource("object", "local://lake/other/", "d")])
+    validate_sources(repo, [ImportSource("common_prefix", "local://lake/repo-2/", "d/")])
