@@ -28,8 +28,8 @@ from mirror.core.encoding import (
     ADDRESS_TYPES,
     EMPTY_MAP,
     RANGE_SCHEMA,
+    boundary_positions,
     estimate,
-    key_hash,
     range_header,
     record_encoding,
     string_map,
@@ -203,10 +203,7 @@ class RangeData:
         """Return the positions of the keys a range ends after by the hash rule."""
         known = self._boundaries
         if known is None or known[0] != raggedness:
-            known = (
-                raggedness,
-                [i for i, k in enumerate(self.keys) if key_hash(k) % raggedness == 0],
-            )
+            known = (raggedness, boundary_positions(self.keys, raggedness))
             self._boundaries = known
         return known[1]
 

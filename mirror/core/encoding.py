@@ -24,6 +24,7 @@ __all__ = [
     "EMPTY_MAP",
     "RANGE_COLUMNS",
     "RANGE_SCHEMA",
+    "boundary_positions",
     "entry_encoding",
     "estimate",
     "key_hash",
@@ -58,6 +59,17 @@ ADDRESS_TYPES = {t.value: t for t in AddressType}
 def key_hash(key: str) -> int:
     """Return the 64-bit hash that decides whether a range ends after ``key``."""
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+
+
+def boundary_positions(keys: list[str], raggedness: int) -> list[int]:
+    """Return the positions of ``keys`` whose :func:`key_hash` is 0 modulo ``raggedness``."""
+    # key_hash inlined: a range read to be rewritten has every key hashed
+    blake2b, from_bytes = hashlib.blake2b, int.from_bytes
+    return [
+        i
+        for i, k in enumerate(keys)
+        if not from_bytes(blake2b(k.encode(), digest_size=8).digest(), "big") % raggedness
+    ]
 
 
 # Every commit asks this of each range it reuses, so the last keys of ranges are remembered.

@@ -21,7 +21,13 @@ from mirror.block.memory import MemoryBlockStore
 from mirror.core import AddressType, ChunkingParams, Entry, WriteStats
 from mirror.core.columnar import RangeData, records_table, to_parquet
 from mirror.core.committed import METADATA_PREFIX, CommittedStore, apply_changes
-from mirror.core.encoding import estimate, range_digest, range_header, record_encoding
+from mirror.core.encoding import (
+    estimate,
+    key_hash,
+    range_digest,
+    range_header,
+    record_encoding,
+)
 
 # small ranges, so that a few dozen records span many ranges, hash boundaries and size splits
 PARAMS = (
@@ -144,3 +150,6 @@ def test_columns_encode_as_the_records_do(tree: dict[str, Entry]) -> None:
     assert rows.keys == [k for k, _ in records]
     assert rows.entries == [e for _, e in records]
     assert [rows.identity(i) for i in range(len(records))] == identities
+    for raggedness in (2, 3, 512):
+        expected = [i for i, (k, _) in enumerate(records) if key_hash(k) % raggedness == 0]
+        assert rows.boundaries(raggedness) == expected
