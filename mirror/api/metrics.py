@@ -72,6 +72,7 @@ class HttpMetrics:
             multiprocess_mode="livesum",
         )
         self._templates: dict[int, str] = {}
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     def name_routes(self, routes: Iterable[BaseRoute], prefix: str) -> None:
         """Label requests served by ``routes`` with ``prefix`` before their path template.
@@ -93,8 +94,16 @@ class HttpMetrics:
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one answered request and record its duration."""
-        self.requests.labels(method, route, str(status)).inc()
-        self.duration.labels(method, route, str(status)).observe(seconds)
+        slot = (method, route, status)
+        children = self._children.get(slot)
+        if children is None:
+            # ``labels`` validates and looks the labels up on every call; the label sets are
+            # few (routes x methods x statuses), so each pair of children is kept
+            labels = (method, route, str(status))
+            children = (self.requests.labels(*labels), self.duration.labels(*labels))
+            self._children[slot] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         """Return every metric in Prometheus's text format (summed over workers, if several)."""
