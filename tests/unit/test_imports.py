@@ -8,6 +8,7 @@ object, how many were read from the sources but not yet written into a range.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from pathlib import Path
 
 import pytest
@@ -42,13 +43,22 @@ def make_files(root: Path, count: int, per_dir: int = 100) -> None:
         (d / f"f-{n:05d}.bin").write_bytes(b"x" * (n % 13))
 
 
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The source files every test imports (read only), written once."""
+    root = tmp_path_factory.mktemp("import-sources")
+    make_files(root / "src" / "tables", FILES)
+    return root
+
+
 @pytest.fixture
-def lake(tmp_path: Path) -> Catalog:
-    resolver = BlockResolver(tmp_path)
+def lake(sources: Path) -> Catalog:
+    """A catalog whose local root holds the sources (``local://src/``) and fresh namespaces."""
+    resolver = BlockResolver(sources)
     catalog = Catalog(MemoryKV(), resolver, chunking=PARAMS)
-    catalog.create_repository("imp", "local://ns-imp")
-    catalog.create_repository("ref", "local://ns-ref")
-    make_files(tmp_path / "src" / "tables", FILES)
+    unique = uuid.uuid4().hex[:8]
+    catalog.create_repository("imp", f"local://ns-imp-{unique}")
+    catalog.create_repository("ref", f"local://ns-ref-{unique}")
     return catalog
 
 
@@ -119,17 +129,18 @@ def test_import_holds_about_one_range_of_records(
     assert largest[0] < FILES // 5
 
 
-def test_import_replaces_destination_prefixes_only(lake: Catalog, tmp_path: Path) -> None:
+def test_import_replaces_destination_prefixes_only(lake: Catalog, sources: Path) -> None:
     for path in ("a/f1", "a/f10", "a/g", "b/keep", "af"):
         lake.upload_object("imp", "main", path, b"old", content_type=None, metadata=None)
     lake.commit("imp", "main", "base")
-    src = tmp_path / "src" / "one"
+    own = f"own-{uuid.uuid4().hex[:8]}"
+    src = sources / own / "one"
     src.mkdir(parents=True)
     (src / "obj").write_bytes(b"new")
     (src / "x").write_bytes(b"xx")
     sources = [
-        ImportSource("object", "local://src/one/obj", "a/f1"),
-        ImportSource("common_prefix", "local://src/one/", "b/"),
+        ImportSource("object", f"local://{own}/one/obj", "a/f1"),
+        ImportSource("common_prefix", f"local://{own}/one/", "b/"),
     ]
     import_objects(lake, "imp", "main", sources, committer="u", message="m", metadata=None)
     paths = [s.path for s in lake.iter_objects("imp", "main")]
@@ -138,14 +149,15 @@ def test_import_replaces_destination_prefixes_only(lake: Catalog, tmp_path: Path
     assert lake.read_object("imp", "main", "a/f1", 0, None) == b"new"
 
 
-def test_import_errors(lake: Catalog, tmp_path: Path) -> None:
+def test_import_errors(lake: Catalog) -> None:
     def run(*sources: ImportSource, repo: str = "imp") -> None:
         import_objects(lake, repo, "main", sources, committer="u", message="m", metadata=None)
 
+    namespace = lake.get_repository("imp").storage_namespace
     with pytest.raises(InvalidImportSourceError) as err:
-        run(ImportSource("common_prefix", "local://ns-imp/data/", "d/"))
+        run(ImportSource("common_prefix", f"{namespace}/data/", "d/"))
     assert str(err.value) == (
-        "import path (local://ns-imp/data/) in repository namespace (local://ns-imp) is "
+        f"import path ({namespace}/data/) in repository namespace ({namespace}) is "
         "prohibited: invalid import source"
     )
     with pytest.raises(InvalidImportSourceError):
