@@ -26,6 +26,8 @@ each), ``--requests`` requests of:
 - **commit 1 change**: ``POST /branches/{branch}/commits`` of one staged 1 KiB upload. The upload
   before each commit is not timed. Each thread commits to a branch of its own, so at concurrency
   16 the commits go to 16 branches: the figure is the server's, not one branch's contention.
+  Its server CPU includes the upload's; a line under the table gives the commit's own (the
+  commit cell's CPU per request minus the upload cell's).
 
 Object operations are compared with the bare ``GET`` (stat, read, list) or ``POST`` (upload);
 branch operations with the bare ``POST``. Each thread makes one untimed request first (connection
@@ -65,7 +67,7 @@ from bench.machine import describe
 from mirror.api.app import WORKER_HEADER
 from mirror.cli.serving import UVICORN_OPTIONS
 
-__all__ = ["COLUMNS", "main"]
+__all__ = ["COLUMNS", "commit_only", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 API = "/api/v1"
@@ -607,6 +609,29 @@ def format_table(cells: Sequence[Cell]) -> str:
     return _markdown(COLUMNS, [_row(c, bare) for c in cells])
 
 
+def commit_only(cells: Sequence[Cell]) -> list[str]:
+    """Return, per server and concurrency, a commit's server CPU without its staging upload.
+
+    The commit cell's CPU includes the untimed upload before each commit; the upload cell,
+    measured in the same run on the same server, costs what that upload costs, so the
+    difference is the commit's own CPU (the figure issue 14's target is set on).
+    """
+    found = {(c.operation.name, c.workers, c.concurrency): c for c in cells}
+    lines = []
+    for (name, workers, concurrency), commit in found.items():
+        upload = found.get((Upload.name, workers, concurrency))
+        if name != Commit.name or upload is None:
+            continue
+        if commit.cpu_ms is None or upload.cpu_ms is None:
+            continue
+        lines.append(
+            f"commit 1 change without its upload ({workers} worker(s), concurrency "
+            f"{concurrency}): {commit.cpu_ms - upload.cpu_ms:.2f} server CPU ms/req "
+            f"(commit {commit.cpu_ms:.2f} - upload {upload.cpu_ms:.2f})"
+        )
+    return lines
+
+
 def format_workers_table(cells: Sequence[Cell], workers: Sequence[int]) -> str:
     """Return each server operation's throughput at each worker count, and the gain."""
     first = workers[0]
@@ -780,6 +805,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(note)
     print()
     print(format_table(result.cells))
+    print()
+    for line in commit_only(result.cells):
+        print(line)
     if len(workers) > 1:
         print()
         print(format_workers_table(result.cells, workers))

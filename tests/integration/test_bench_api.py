@@ -43,6 +43,8 @@ def test_bench_api_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
             assert row[-2].endswith("x")
             assert row[-1].startswith("< 25 ms") or row[-1].startswith("< 30 ms")
     assert "one branch per thread" in out
+    own = [line for line in lines if line.startswith("commit 1 change without its upload")]
+    assert [line.split("concurrency ")[1].split(")")[0] for line in own] == ["1", "4"]
 
 
 def test_bench_api_rejects_bad_counts() -> None:
