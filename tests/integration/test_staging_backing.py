@@ -7,6 +7,8 @@
 - Every documented refusal: a tampered, foreign or reused address (``link address invalid``), no
   checksum, ``If-None-Match: *`` on an existing path (412), ``If-Match`` (501), a read-only
   mirror (403), a protected branch (403).
+- A second server process over the same data directory links addresses the first handed out,
+  and reads the status of an import the first runs.
 - ``underlyingProperties`` always carries ``storage_class``: ``null`` for local files,
   S3's class on ``aws``.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +29,7 @@ import pytest
 from lakefs_sdk.exceptions import ApiException
 from lakefs_spec import LakeFSFileSystem
 
-from tests.integration.harness import Server, unique
+from tests.integration.harness import Server, running_server, unique
 
 
 def _error(call: Any, *args: Any, **kwargs: Any) -> tuple[int, str]:
@@ -180,3 +184,51 @@ def test_lakefs_spec_large_file_path(
         _link(staging, repo.id, "large/big.bin", location, payload)
     with fs.open(f"{repo.id}/main/large/big.bin", "rb") as f:
         assert f.read() == payload
+
+
+@pytest.fixture(scope="module")
+def second(server: Server) -> Iterator[Server]:
+    """Another server process over the same data directory (the same KV and key file)."""
+    with running_server(
+        server.data_dir,
+        server.data_dir.parent / "second-backing.log",
+        access_key_id=server.access_key_id,
+        secret_access_key=server.secret_access_key,
+    ) as found:
+        yield found
+
+
+def test_another_process_links_and_reports_imports(
+    server: Server, second: Server, client: lakefs.Client, repo: lakefs.Repository
+) -> None:
+    other = lakefs.Client(
+        host=second.url, username=second.access_key_id, password=second.secret_access_key
+    )
+    data = b"handed out by one process, linked through another"
+    location = client.sdk_client.staging_api.get_physical_address(repo.id, "main", "shared")
+    _write_local(server, repo.id, location.physical_address, data)
+    _link(other.sdk_client.staging_api, repo.id, "shared", location, data)
+    assert repo.branch("main").object("shared").reader().read() == data
+
+    # an import started on one process reads the same from the other
+    repo.branch("main").commit("linked")
+    source_dir = server.data_dir / unique("shared-src")
+    source_dir.mkdir()
+    (source_dir / "f").write_bytes(b"f")
+    body = lakefs_sdk.ImportCreation(
+        paths=[
+            lakefs_sdk.ImportLocation(
+                type="common_prefix", path=f"local://{source_dir.name}/", destination="in/"
+            )
+        ],
+        commit=lakefs_sdk.CommitCreation(message="m"),
+    )
+    started = client.sdk_client.import_api.import_start(repo.id, "main", body)
+    deadline = time.monotonic() + 60
+    while not (
+        status := other.sdk_client.import_api.import_status(repo.id, "main", started.id)
+    ).completed:
+        assert status.error is None, status.error
+        assert time.monotonic() < deadline, "the import never completed"
+    assert status.ingested_objects == 1
+    assert status.commit is not None and status.commit.id == repo.branch("main").get_commit().id
