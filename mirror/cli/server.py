@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from pydantic import SecretStr
@@ -269,20 +270,26 @@ def build_app(
         close_kv: Close the catalog's KV when the app shuts down.
     """
     root = config.local_root().resolve()
+    closers: list[Callable[[], object]] = []
     if config.actions.enabled:
-        catalog.hooks = ActionsService(
+        hooks = ActionsService(
             catalog,
             env_prefix=config.actions.env.prefix,
             post_workers=config.actions.post_workers,
             mirror_post_hooks=config.actions.mirror_post_hooks,
         )
+        catalog.hooks = hooks
+        # the post-event hooks already queued record their runs before the KV closes
+        closers.append(hooks.close)
+    if close_kv:
+        closers.append(catalog.kv.close)
     api = create_app(
         catalog,
         AuthStore(catalog.kv, cipher=cipher_from_config(config)),
         local_root=root,
         namespace_schemes=schemes,
         worker_header=worker_header,
-        on_shutdown=(catalog.kv.close,) if close_kv else (),
+        on_shutdown=closers,
         async_ops=config.server.async_ops,
         task_settings=RunnerSettings(
             ttl=config.server.task_ttl,
