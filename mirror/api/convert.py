@@ -7,6 +7,7 @@ from typing import Any
 
 import pydantic_core
 from fastapi import Response
+from pydantic import BaseModel
 
 from mirror.api.auth.model import Group, Policy, User
 from mirror.api.models import (
@@ -31,6 +32,7 @@ __all__ = [
     "diff_model",
     "group_model",
     "json_response",
+    "model_response",
     "object_model",
     "object_row",
     "object_rows",
@@ -134,6 +136,19 @@ def json_response(content: Any, status_code: int = 200) -> Response:
     """Return a JSON response of plain rows, encoded as FastAPI encodes a response model."""
     return Response(
         pydantic_core.to_json(content), status_code=status_code, media_type="application/json"
+    )
+
+
+def model_response(model: BaseModel, status_code: int = 200) -> Response:
+    """Return a JSON response of a wire model, in the bytes FastAPI sends for a response model.
+
+    A route that returns the model instead has FastAPI validate it again as its
+    ``response_model``, on a worker thread when the route is not a coroutine (one more hop).
+    """
+    return Response(
+        model.model_dump_json(exclude_none=True),
+        status_code=status_code,
+        media_type="application/json",
     )
 
 

@@ -26,12 +26,13 @@ from mirror.api.convert import (
     common_prefix_model,
     common_prefix_row,
     json_response,
+    model_response,
     object_model,
     object_row,
     object_rows,
 )
 from mirror.api.deps import reads_inline
-from mirror.api.models import ObjectStats, ObjectStatsList, Pagination
+from mirror.api.models import Commit, ObjectStats, ObjectStatsList, Pagination
 from mirror.block import BlockResolver
 from mirror.core.catalog import Catalog
 from mirror.core.model import AddressType, Entry, ObjectStat
@@ -101,6 +102,33 @@ def test_object_row_is_the_model_bytes(stat: ObjectStat, um: bool) -> None:
     assert fast.status_code == 201
     assert fast.media_type == "application/json"
     assert fast.body == _model_json(object_model(stat, user_metadata=um), ObjectStats)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    message=_text,
+    metadata=st.dictionaries(_text, _text, max_size=3),
+    parents=st.lists(_text, max_size=2),
+    version=st.integers(0, 3),
+)
+def test_a_commit_answers_the_response_model_bytes(
+    message: str, metadata: dict[str, str], parents: list[str], version: int
+) -> None:
+    model = Commit(
+        id="c" * 64,
+        parents=parents,
+        committer="admin",
+        message=message,
+        creation_date=1_700_000_000,
+        meta_range_id="m" * 64,
+        metadata=metadata,
+        generation=len(parents),
+        version=version,
+    )
+    fast = model_response(model, 201)
+    assert fast.status_code == 201
+    assert fast.media_type == "application/json"
+    assert fast.body == _model_json(model, Commit)
 
 
 @pytest.fixture

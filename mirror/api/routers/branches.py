@@ -6,8 +6,8 @@ from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
 from mirror.api.auth.permissions import Action, Permission, branch_arn, repository_arn
-from mirror.api.convert import commit_model, diff_model
-from mirror.api.deps import CallerDep, StateDep
+from mirror.api.convert import commit_model, diff_model, model_response
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
 from mirror.api.listing import CommonPrefix, group_paths
 from mirror.api.models import (
     BranchCreation,
@@ -138,16 +138,30 @@ def hard_reset_branch(
     return Response(status_code=204)
 
 
-@router.post(f"{_BRANCH}/commits", status_code=201, response_model=Commit)
-def commit(
+@router.post(f"{_BRANCH}/commits", status_code=201, response_model=Commit, name="commit")
+def commit_route(
     repository: str,
     branch: str,
     body: CommitCreation,
     state: StateDep,
     caller: CallerDep,
     source_metarange: str | None = None,
-) -> Commit:
+) -> Response:
     """Commit the branch's staged changes."""
+    made = commit(repository, branch, body, state, caller, source_metarange)
+    # answered as bytes: a returned model is validated again, on one more worker-thread hop
+    return model_response(made, 201)
+
+
+def commit(
+    repository: str,
+    branch: str,
+    body: CommitCreation,
+    state: ApiState,
+    caller: Caller,
+    source_metarange: str | None = None,
+) -> Commit:
+    """Commit the branch's staged changes; return the new commit (also for asynchronous commits)."""
     caller.require(Permission(Action.CREATE_COMMIT, branch_arn(repository, branch)))
     if source_metarange:
         raise InvalidValueError("commit: source_metarange is not supported")
