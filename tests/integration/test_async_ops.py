@@ -549,7 +549,8 @@ def test_finished_tasks_expire_after_the_ttl(api: Api, shared: Path, repo: str) 
         creation = lakefs_sdk.CommitCreation(message="brief", allow_empty=True)
         read_later = brief.start_commit(repo, "main", creation)
         never_read = brief.start_commit(repo, "main", creation)
-        assert completed(lambda: brief.commit_status(repo, "main", read_later))["result"]
+        status = completed(lambda: brief.commit_status(repo, "main", read_later))
+        assert status.get("result"), status
         # read after its TTL: unknown, and removed by the read
         wait_for(
             lambda: answer(api.commit_status, repo, "main", read_later) == 404,
