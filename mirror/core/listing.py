@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,13 +74,8 @@ def iter_view(
 def _iter_rows(
     ctx: CatalogContext, repo: Repository, view: View, prefix: str, after: str
 ) -> Iterator[ListedObject]:
-    start = after + "\x00" if after and after >= prefix else prefix
-    staged: list[Iterator[tuple[str, Entry | Tombstone]]] = []
-    for token in view.tokens:
-        source = ctx.staging.scan(token, prefix, start)
-        first = next(source, None)
-        if first is not None:
-            staged.append(itertools.chain((first,), source))
+    start = _start(prefix, after)
+    staged = _staged(ctx, view, prefix, start)
     tree = ctx.refs.get_commit(repo, view.commit_id).metarange_id
     committed = ctx.committed(repo).iterate(tree, start)
     namespace = repo.storage_namespace + "/"
@@ -105,6 +101,54 @@ def _iter_rows(
         if isinstance(value, Entry):
             address = value.address if value.address_type is full else namespace + value.address
             yield path, value, address
+
+
+def _start(prefix: str, after: str) -> str:
+    return after + "\x00" if after and after >= prefix else prefix
+
+
+def _staged(
+    ctx: CatalogContext, view: View, prefix: str, start: str
+) -> list[Iterator[tuple[str, Entry | Tombstone]]]:
+    """Return the staged streams of ``view`` that hold something from ``start`` on."""
+    staged: list[Iterator[tuple[str, Entry | Tombstone]]] = []
+    for token in view.tokens:
+        source = ctx.staging.scan(token, prefix, start)
+        first = next(source, None)
+        if first is not None:
+            staged.append(itertools.chain((first,), source))
+    return staged
+
+
+def _committed_rows(
+    ctx: CatalogContext, repo: Repository, tree: str, prefix: str, start: str, limit: int
+) -> list[ListedObject]:
+    """Return up to ``limit`` committed objects under ``prefix`` from ``start`` on.
+
+    Whole slices of each range at a time, not a generator step per record: on a page of
+    1,000 objects this is most of the core's share of a listing.
+    """
+    store = ctx.committed(repo)
+    ranges = store.read_metarange(tree)
+    first = bisect.bisect_left(store.max_keys(tree, ranges), start) if start else 0
+    namespace = repo.storage_namespace + "/"
+    full = AddressType.FULL
+    rows: list[ListedObject] = []
+    for info in ranges[first:]:
+        keys, entries = store.read_range(info.id)
+        lo = bisect.bisect_left(keys, start) if start > info.min_key else 0
+        paths = keys[lo : lo + limit - len(rows)]
+        ended = bool(paths) and not paths[-1].startswith(prefix)
+        if ended:
+            # the records from ``start`` under the prefix come first, then none: cut there
+            cut = bisect.bisect_left(paths, True, key=lambda k: not k.startswith(prefix))
+            paths = paths[:cut]
+        found = entries[lo : lo + len(paths)]
+        addresses = [e.address if e.address_type is full else namespace + e.address for e in found]
+        rows.extend(zip(paths, found, addresses, strict=True))
+        if ended or len(rows) >= limit:
+            break
+    return rows
 
 
 def list_objects(
@@ -141,7 +185,12 @@ def _list_page(
     delimiter: str,
 ) -> ListResult:
     if not delimiter:
-        rows = list(itertools.islice(_iter_rows(ctx, repo, view, prefix, after), amount + 1))
+        start = _start(prefix, after)
+        if _staged(ctx, view, prefix, start):
+            rows = list(itertools.islice(_iter_rows(ctx, repo, view, prefix, after), amount + 1))
+        else:
+            tree = ctx.refs.get_commit(repo, view.commit_id).metarange_id
+            rows = _committed_rows(ctx, repo, tree, prefix, start, amount + 1)
         if len(rows) > amount:
             del rows[amount:]
             return ListResult(rows, [], True, rows[-1][0] if rows else "")

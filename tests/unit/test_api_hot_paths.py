@@ -35,6 +35,7 @@ from mirror.api.deps import reads_inline
 from mirror.api.models import Commit, ObjectStats, ObjectStatsList, Pagination
 from mirror.block import BlockResolver
 from mirror.core.catalog import Catalog
+from mirror.core.committed import ChunkingParams
 from mirror.core.model import AddressType, Entry, ObjectStat
 from mirror.kv.memory import MemoryKV
 from mirror.kv.sqlite import SqliteKV
@@ -146,11 +147,20 @@ def _expected(paths: list[str], prefix: str, after: str, amount: int) -> tuple[l
     return wanted[:amount], len(wanted) > amount
 
 
-def test_pages_without_and_with_staged_objects_list_the_same(catalog: Catalog) -> None:
+@pytest.mark.parametrize("raggedness", [512, 2])
+def test_pages_without_and_with_staged_objects_list_the_same(
+    catalog: Catalog, raggedness: int
+) -> None:
+    # raggedness 2 splits the tree into many small ranges: pages cross range boundaries
+    catalog.chunking = ChunkingParams(raggedness=raggedness)
     catalog.create_repository("repo", "local://repo")
     for p in PATHS:
         catalog.upload_object("repo", "main", p, p.encode())
     catalog.commit("repo", "main", "all")
+    head = catalog.get_branch("repo", "main").commit_id
+    tree = catalog.get_commit("repo", head).metarange_id
+    ranges = catalog.committed(catalog.get_repository("repo")).read_metarange(tree)
+    assert (len(ranges) > 3) is (raggedness == 2)
     cases = [
         (prefix, after, amount)
         for prefix in ("", "a/", "a/b", "b/", "d/")
