@@ -135,6 +135,11 @@ class Caller:
         """Return the user's ID."""
         return self.user.id
 
+    @property
+    def policies_known(self) -> bool:
+        """Return whether :meth:`require` is a computation only (no KV read)."""
+        return self._policies is not None
+
     def require(self, *permissions: Permission) -> None:
         """Return if the user's policies allow every permission.
 

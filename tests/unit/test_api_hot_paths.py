@@ -256,3 +256,24 @@ def test_sign_in_remembered_only_what_was_verified(catalog: Catalog) -> None:
     auth.delete_credentials("admin", KEY[0])
     with pytest.raises(AuthenticationError):
         fresh.sign_in_remembered(KEY[0], "rotated-secret")
+
+
+@pytest.mark.anyio
+async def test_uploads_check_the_policies_read_at_sign_in(catalog: Catalog) -> None:
+    app = _app(catalog)
+    catalog.create_repository("repo", "local://repo")
+    auth: AuthStore = app.state.api.auth
+    auth.create_user("reader")
+    auth.attach_user_policy("reader", "FSReadAll")
+    reader = ("AKIAHOTPATHREADER001", "reader-secret")
+    auth.create_credentials("reader", *reader)
+    url = f"{API}/repositories/repo/branches/main/objects"
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        refused = await client.post(url, params={"path": "a"}, content=b"a", auth=reader)
+        stored = await client.post(url, params={"path": "a"}, content=b"a", auth=KEY)
+    assert refused.status_code == 403
+    assert "fs:WriteObject" in refused.json()["message"]
+    assert stored.status_code == 201
+    assert stored.json()["path"] == "a"
+    assert catalog.list_objects("repo", "main").rows[0][0] == "a"

@@ -117,9 +117,12 @@ async def upload_object(
     User metadata comes from ``x-lakefs-meta-<key>`` headers; ``If-None-Match: *`` refuses to
     overwrite an existing object (412).
     """
-    await run_in_threadpool(
-        caller.require, Permission(Action.WRITE_OBJECT, object_arn(repository, path))
-    )
+    permission = Permission(Action.WRITE_OBJECT, object_arn(repository, path))
+    if caller.policies_known:
+        # signing in read the policies: the check is a computation, not worth a thread hop
+        caller.require(permission)
+    else:
+        await run_in_threadpool(caller.require, permission)
     exclusive = (if_none_match or "").strip() == "*"
     catalog = state.catalog
     await run_in_threadpool(_check_writable, catalog, repository, branch, path, exclusive)
