@@ -17,6 +17,26 @@ from tests.integration.harness import Server, running_server
 
 _ROUTING = itertools.count()
 
+# lakeFS answers these with 501 by design: presigned multipart uploads on a store that cannot
+# presign (this server's namespaces are local directories), and If-Match on a staging link
+_LAKEFS_501 = {
+    "/repositories/{repository}/branches/{branch}/staging/pmpu": (
+        "presign multipart upload API is not supported"
+    ),
+    "/repositories/{repository}/branches/{branch}/staging/backing": "Not Implemented",
+}
+
+
+def lakefs_501(path: str, response: Any) -> bool:
+    """Return whether ``response`` is one of lakeFS's deliberate 501s for ``path``."""
+    if response.status_code != 501:
+        return False
+    message = response.json().get("message")
+    return any(
+        path.removeprefix("/api/v1").startswith(route) and message == text
+        for route, text in _LAKEFS_501.items()
+    )
+
 
 @pytest.fixture(scope="module")
 def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
@@ -74,11 +94,11 @@ def test_no_server_errors(api_schema: Any, fuzz_server: Server) -> None:
                 if case.query and "path" in case.query and next(_ROUTING) % 2:
                     case.query["path"] = "data/a.csv"
             response = case.call(base_url=fuzz_server.url, auth=auth, timeout=30)
-            if response.status_code >= 500:
+            if response.status_code >= 500 and not lakefs_501(case.path, response):
                 failures.append(
                     f"{case.method} {case.formatted_path} {case.query or ''}: "
                     f"{response.status_code} {response.text[:200]}"
                 )
 
         call()
-    assert failures == []
+    assert failures == [], "\n".join(failures)

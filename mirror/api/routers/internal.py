@@ -76,6 +76,11 @@ class CommPrefsInput(BaseModel):
     security_updates: bool = Field(alias="securityUpdates")
 
 
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+"""Commit IDs hash dates and generations as signed 64-bit integers."""
+
+
 class CommitRecordCreation(BaseModel):
     """A commit record, field for field."""
 
@@ -84,10 +89,10 @@ class CommitRecordCreation(BaseModel):
     committer: str
     message: str
     metarange_id: str
-    creation_date: int
+    creation_date: int = Field(ge=_INT64_MIN, le=_INT64_MAX)
     parents: list[str]
     metadata: dict[str, str] | None = None
-    generation: int
+    generation: int = Field(ge=0, le=_INT64_MAX)
     force: bool = False
 
 
