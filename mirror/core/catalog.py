@@ -7,26 +7,25 @@ objects and committed trees in each repository's storage namespace.
 :class:`Catalog` is the front of the core: each method hands its work to the module of its
 concept (``repositories``, ``resolve``, ``branches``, ``objects``, ``listing``, ``changes``,
 ``commits``, ``threeway``), which all work on one :class:`~mirror.core.context.CatalogContext`.
+Objects and diffs are in :class:`~mirror.core.catalog_objects.ObjectsFacade`, mixed in.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 
 from mirror.block.protocol import BlockStore, NamespaceResolver
 from mirror.core import (
     announce,
     branches,
-    changes,
     commits,
-    listing,
-    objects,
     repositories,
     roles,
     threeway,
 )
+from mirror.core.catalog_objects import ObjectsFacade
 from mirror.core.commits import CommitResult
 from mirror.core.committed import ChunkingParams, CommittedStore
 from mirror.core.context import CatalogContext
@@ -35,7 +34,7 @@ from mirror.core.hooks import HookAbortError, HookEvent, HookRun, Hooks, NoHooks
 from mirror.core.ids import CommitID, TagID
 from mirror.core.listing import ListResult
 from mirror.core.merge import MergeStrategy
-from mirror.core.model import Branch, Commit, DiffEntry, Entry, ObjectStat, Repository
+from mirror.core.model import Branch, Commit, Entry, Repository
 from mirror.core.paths import DataPathProvider
 from mirror.core.refs import RefStore
 from mirror.core.repositories import FIRST_COMMIT_MESSAGE
@@ -56,7 +55,7 @@ __all__ = [
 ]
 
 
-class Catalog:
+class Catalog(ObjectsFacade):
     """Versioned repositories over a KV store and object stores.
 
     Args:
@@ -347,151 +346,6 @@ class Catalog:
         repo = self._ctx.writable(repository, force)
         self._ctx.refs.delete_tag(repo, validate_tag_id(name), require_writable=not force)
         announce.post(self._hooks, ran)
-
-    # objects
-
-    def physical_address(self, repo: Repository, entry: Entry) -> str:
-        """Return the absolute URI of an entry's bytes."""
-        return objects.physical_address(repo, entry)
-
-    def open_entry(self, repo: Repository, entry: Entry) -> tuple[BlockStore, str]:
-        """Return the store holding an entry's bytes and the key inside it."""
-        return objects.open_entry(self._ctx, repo, entry)
-
-    def upload_object(
-        self,
-        repository: str,
-        branch: str,
-        path: str,
-        data: bytes | BinaryIO,
-        *,
-        content_type: str | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> ObjectStat:
-        """Store ``data`` at a fresh address and stage it at ``path`` on ``branch``.
-
-        Raises:
-            InvalidPathError, BranchNotFoundError, RepositoryReadOnlyError.
-        """
-        return objects.upload_object(
-            self._ctx,
-            repository,
-            branch,
-            path,
-            data,
-            content_type=content_type,
-            metadata=metadata,
-        )
-
-    def stage_object(
-        self, repository: str, branch: str, path: str, entry: Entry, *, force: bool = False
-    ) -> ObjectStat:
-        """Stage an entry whose bytes are already written (link by physical address)."""
-        return self.stage_objects(repository, branch, [(path, entry)], force=force)[0]
-
-    def stage_objects(
-        self,
-        repository: str,
-        branch: str,
-        items: Iterable[tuple[str, Entry]],
-        *,
-        force: bool = False,
-    ) -> list[ObjectStat]:
-        """Stage many already-written entries in one KV batch."""
-        return objects.stage_objects(self._ctx, repository, branch, items, force=force)
-
-    def stat_object(self, repository: str, ref: str, path: str) -> ObjectStat:
-        """Return an object's entry at ``ref``.
-
-        Raises:
-            ObjectNotFoundError: nothing at ``path``.
-        """
-        return objects.stat_object(self._ctx, repository, ref, path)
-
-    def read_object(
-        self, repository: str, ref: str, path: str, start: int = 0, end: int | None = None
-    ) -> bytes:
-        """Return bytes ``[start, end)`` of the object at ``path`` of ``ref``.
-
-        Raises:
-            ObjectNotFoundError: nothing at ``path``.
-            InvalidRangeError: ``start`` lies beyond the end.
-        """
-        return objects.read_object(self._ctx, repository, ref, path, start, end)
-
-    def delete_object(self, repository: str, branch: str, path: str) -> None:
-        """Stage the deletion of ``path`` on ``branch``.
-
-        Raises:
-            ObjectNotFoundError: nothing at ``path`` on the branch.
-        """
-        self.delete_objects(repository, branch, [path])
-
-    def update_user_metadata(
-        self, repository: str, branch: str, path: str, metadata: Mapping[str, str]
-    ) -> ObjectStat:
-        """Replace an object's user metadata on ``branch`` (a staged change).
-
-        Raises:
-            ObjectNotFoundError, ProtectedBranchWriteError, RepositoryReadOnlyError.
-        """
-        return objects.update_user_metadata(self._ctx, repository, branch, path, metadata)
-
-    def delete_objects(self, repository: str, branch: str, paths: Iterable[str]) -> list[str]:
-        """Stage deletions of every existing path in ``paths``; return the missing ones.
-
-        Raises:
-            ObjectNotFoundError: a single path was given and it does not exist.
-        """
-        return objects.delete_objects(self._ctx, repository, branch, paths)
-
-    def iter_objects(
-        self, repository: str, ref: str, prefix: str = "", after: str = ""
-    ) -> Iterator[ObjectStat]:
-        """Yield every object under ``prefix`` at ``ref`` with path ``> after``, in path order.
-
-        A branch is read once, when the iteration starts; the objects stream from its staging
-        area and head as they are read. :meth:`list_objects` answers pages that are consistent
-        with commits landing meanwhile.
-        """
-        return listing.iter_objects(self._ctx, repository, ref, prefix, after)
-
-    def list_objects(
-        self,
-        repository: str,
-        ref: str,
-        prefix: str = "",
-        *,
-        after: str = "",
-        amount: int = 1000,
-        delimiter: str = "",
-    ) -> ListResult:
-        """Return one page of objects (and common prefixes, with a delimiter) under ``prefix``.
-
-        On a branch, the page is read again if a commit moved the branch meanwhile, so that it
-        never lacks an object staged before the listing started.
-        """
-        return listing.list_objects(
-            self._ctx, repository, ref, prefix, after=after, amount=amount, delimiter=delimiter
-        )
-
-    # diffs
-
-    def diff(
-        self, repository: str, left: str, right: str, *, three_dot: bool = False
-    ) -> Iterator[DiffEntry]:
-        """Yield differences between the commits of two refs, in path order.
-
-        ``three_dot`` diffs ``right`` against the merge base of the two (what a merge of
-        ``right`` into ``left`` would bring).
-        """
-        return changes.diff_refs(self._ctx, repository, left, right, three_dot=three_dot)
-
-    def diff_uncommitted(
-        self, repository: str, branch: str, prefix: str = ""
-    ) -> Iterator[DiffEntry]:
-        """Yield the staged changes of a branch against its head commit, in path order."""
-        return changes.diff_uncommitted(self._ctx, repository, branch, prefix)
 
     # commit
 
