@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import aioboto3
 import aiobotocore.session
+from aiobotocore.parsers import AioResponseParserFactory, AioRestXMLParser
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mirror.block.errors import BlockNotFoundError, InvalidRangeError
@@ -28,11 +29,31 @@ from mirror.block.s3 import (
     split_s3_namespace,
     use_fast_timestamps,
 )
+from mirror.block.s3_listing import FastListingMixin, use_fast_listing
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client as AsyncS3Client
 
-__all__ = ["AsyncS3BlockStore", "async_s3_client"]
+__all__ = [
+    "AsyncFastListingParser",
+    "AsyncFastListingParserFactory",
+    "AsyncS3BlockStore",
+    "async_s3_client",
+]
+
+
+class AsyncFastListingParser(FastListingMixin, AioRestXMLParser):
+    """aiobotocore's rest-xml parser with the dedicated listing walk."""
+
+
+class AsyncFastListingParserFactory(AioResponseParserFactory):
+    """aiobotocore's parser factory handing out :class:`AsyncFastListingParser` for rest-xml."""
+
+    def create_parser(self, protocol_name: str) -> Any:
+        """Return the parser of ``protocol_name`` with this factory's defaults."""
+        if protocol_name == "rest-xml":
+            return AsyncFastListingParser(**vars(self)["_defaults"])
+        return super().create_parser(protocol_name)
 
 
 @asynccontextmanager
@@ -41,7 +62,9 @@ async def async_s3_client(settings: S3Settings | None = None) -> AsyncIterator[A
     settings = settings or S3Settings()
     session = aioboto3.Session(
         **session_options(settings),
-        botocore_session=use_fast_timestamps(aiobotocore.session.get_session()),
+        botocore_session=use_fast_listing(
+            use_fast_timestamps(aiobotocore.session.get_session()), AsyncFastListingParserFactory()
+        ),
     )
     config = client_config(settings)
     async with session.client("s3", endpoint_url=settings.endpoint_url, config=config) as client:

@@ -1,0 +1,108 @@
+"""Listing tricky keys from a moto server process: our stores and plain boto3 agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+
+from mirror.block.s3 import S3BlockStore, make_s3_client
+from mirror.block.s3_async import AsyncS3BlockStore, async_s3_client
+from tests.integration.moto_fixtures import (
+    ACCESS_KEY,
+    SECRET_KEY,
+    MotoServer,
+    create_bucket,
+    s3_settings,
+)
+
+pytestmark = [pytest.mark.s3]
+
+KEYS = [
+    "ns/a&b",
+    "ns/less<than>",
+    "ns/quote\"and'apos",
+    "ns/sp ace",
+    "ns/plus+sign",
+    "ns/per%20cent",
+    "ns/ünïcödé/日本/🙂",
+    "ns/dir one/x",
+    "ns/dir&two/y",
+    "ns/tilde~star*",
+    "ns/trailing ",
+]
+
+
+@pytest.fixture(scope="module")
+def listed_bucket(moto_region: MotoServer) -> tuple[str, Any]:
+    plain = boto3.session.Session(
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=moto_region.region,
+    ).client("s3", endpoint_url=moto_region.url)
+    bucket = create_bucket(moto_region, plain)
+    for i, key in enumerate(KEYS):
+        plain.put_object(Bucket=bucket, Key=key, Body=b"x" * i)
+    return bucket, plain
+
+
+def _plain_pages(plain: Any, **args: Any) -> list[dict[str, Any]]:
+    pages = []
+    for page in plain.get_paginator("list_objects_v2").paginate(**args):
+        page.pop("ResponseMetadata")
+        pages.append(page)
+    return pages
+
+
+def test_store_listing_equals_plain_boto3(
+    moto_region: MotoServer, listed_bucket: tuple[str, Any]
+) -> None:
+    bucket, plain = listed_bucket
+    expected = [
+        (o["Key"][3:], o["Size"], o["ETag"].strip('"'), int(o["LastModified"].timestamp()))
+        for page in _plain_pages(plain, Bucket=bucket, Prefix="ns/")
+        for o in page.get("Contents", [])
+    ]
+    assert sorted(k for k, *_ in expected) == sorted(k[3:] for k in KEYS)
+    settings = s3_settings(moto_region, page_size=3)
+    store = S3BlockStore(f"s3://{bucket}/ns", make_s3_client(settings), settings)
+    detailed = [(o.key, o.size, o.etag, o.mtime) for o in store.list_detailed()]
+    assert detailed == expected
+    assert [(o.key, o.size, o.etag) for o in store.list()] == [e[:3] for e in expected]
+    assert [o.key for o in store.list("dir", "dir one/x")] == ["dir&two/y"]
+
+
+def test_client_pages_equal_plain_boto3(
+    moto_region: MotoServer, listed_bucket: tuple[str, Any]
+) -> None:
+    bucket, plain = listed_bucket
+    ours = make_s3_client(s3_settings(moto_region))
+    for args in (
+        {"Bucket": bucket, "Prefix": "ns/", "MaxKeys": 4},
+        {"Bucket": bucket, "Prefix": "ns/", "Delimiter": "/"},
+        {"Bucket": bucket, "Prefix": "ns/d", "Delimiter": " "},
+        {"Bucket": bucket, "Prefix": "nothing/"},
+    ):
+        assert _plain_pages(ours, **args) == _plain_pages(plain, **args)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_async_store_listing_equals_plain_boto3(
+    moto_region: MotoServer, listed_bucket: tuple[str, Any], anyio_backend: str
+) -> None:
+    bucket, plain = listed_bucket
+    expected = [
+        (o["Key"][3:], o["Size"], o["ETag"].strip('"'))
+        for page in _plain_pages(plain, Bucket=bucket, Prefix="ns/")
+        for o in page.get("Contents", [])
+    ]
+    settings = s3_settings(moto_region, page_size=4)
+    async with async_s3_client(settings) as client:
+        store = AsyncS3BlockStore(f"s3://{bucket}/ns", client, settings)
+        listed = [(o.key, o.size, o.etag) async for o in store.list()]
+        assert listed == expected
+        raw = await client.list_objects_v2(Bucket=bucket, Prefix="ns/", Delimiter="/")
+    raw.pop("ResponseMetadata")
+    assert raw == _plain_pages(plain, Bucket=bucket, Prefix="ns/", Delimiter="/")[0]

@@ -1,0 +1,295 @@
+"""The dedicated ListObjectsV2 parser gives exactly botocore's result on the same bodies."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+from urllib.parse import quote
+from xml.sax.saxutils import escape
+
+import boto3
+import botocore.session
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
+from botocore.parsers import ResponseParserError, RestXMLParser
+
+from mirror.block.s3 import (
+    S3Settings,
+    client_config,
+    make_s3_client,
+    parse_timestamp,
+    use_fast_timestamps,
+)
+from mirror.block.s3_async import AsyncFastListingParserFactory
+from mirror.block.s3_listing import FastListingParser, FastListingParserFactory, compile_walker
+
+NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+TRICKY = [
+    "a&b",
+    "less<than>",
+    "quote\"and'apos",
+    "sp ace",
+    "plus+sign",
+    "per%20cent",
+    "ünïcödé/日本/🙂",
+    "tab\there",
+    "trailing ",
+    "a/b/c.parquet",
+]
+
+
+def _obj(key: str, i: int, *, owner: bool, storage: bool, extra: str = "") -> str:
+    parts = [
+        f"<Key>{escape(key)}</Key>",
+        f"<LastModified>2026-11-{1 + i % 28:02d}T10:11:{i % 60:02d}.{i % 1000:03d}Z</LastModified>",
+        f"<ETag>&quot;{i:032x}&quot;</ETag>",
+        f"<Size>{i * 7}</Size>",
+    ]
+    if storage:
+        parts.append("<StorageClass>STANDARD</StorageClass>")
+    if owner:
+        parts.append("<Owner><ID>abc123</ID><DisplayName>me &amp; you</DisplayName></Owner>")
+    return "<Contents>" + "".join(parts) + extra + "</Contents>"
+
+
+def _body(
+    contents: list[str],
+    *,
+    prefixes: tuple[str, ...] = (),
+    truncated: bool = False,
+    token: str | None = None,
+    encoding: str | None = None,
+    delimiter: str | None = None,
+    namespace: bool = True,
+    prefix: str = "",
+) -> bytes:
+    head = f'<ListBucketResult xmlns="{NS}">' if namespace else "<ListBucketResult>"
+    parts = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        head,
+        "<Name>bucket</Name>",
+        f"<Prefix>{escape(prefix)}</Prefix>" if prefix else "<Prefix/>",
+        f"<KeyCount>{len(contents) + len(prefixes)}</KeyCount>",
+        "<MaxKeys>1000</MaxKeys>",
+        f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>",
+    ]
+    if delimiter is not None:
+        parts.append(f"<Delimiter>{escape(delimiter)}</Delimiter>")
+    if encoding is not None:
+        parts.append(f"<EncodingType>{encoding}</EncodingType>")
+    if token is not None:
+        parts.append("<ContinuationToken>previous/token==</ContinuationToken>")
+        parts.append(f"<NextContinuationToken>{escape(token)}</NextContinuationToken>")
+    parts.extend(contents)
+    parts.extend(f"<CommonPrefixes><Prefix>{escape(p)}</Prefix></CommonPrefixes>" for p in prefixes)
+    parts.append("</ListBucketResult>")
+    return "\n  ".join(parts).encode()
+
+
+def _quote(key: str) -> str:
+    return quote(key, safe="/")
+
+
+BODIES: dict[str, bytes] = {
+    "tricky keys, owner and storage class": _body(
+        [_obj(k, i, owner=True, storage=True) for i, k in enumerate(TRICKY)]
+    ),
+    "no owner, no storage class, no namespace": _body(
+        [_obj(k, i, owner=False, storage=False) for i, k in enumerate(TRICKY)], namespace=False
+    ),
+    "url-encoded answer": _body(
+        [_obj(_quote(k), i, owner=False, storage=True) for i, k in enumerate(TRICKY)],
+        encoding="url",
+        prefix=_quote("ünï/"),
+    ),
+    "delimiter and common prefixes": _body(
+        [_obj("top&file", 1, owner=False, storage=True)],
+        prefixes=("dir one/", "dir&two/", "ü/"),
+        delimiter="/",
+    ),
+    "empty page": _body([]),
+    "truncated with token": _body(
+        [_obj(f"k/{i:04d}", i, owner=False, storage=True) for i in range(1000)],
+        truncated=True,
+        token="1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=<&>",
+    ),
+    "checksums, restore status, unknown elements, CDATA": _body(
+        [
+            _obj(
+                "cs",
+                3,
+                owner=True,
+                storage=True,
+                extra="<ChecksumAlgorithm>CRC32</ChecksumAlgorithm>"
+                "<ChecksumAlgorithm>SHA256</ChecksumAlgorithm><ChecksumType>FULL_OBJECT</ChecksumType>"
+                "<RestoreStatus><IsRestoreInProgress>true</IsRestoreInProgress>"
+                "<RestoreExpiryDate>2026-12-01T00:00:00.000Z</RestoreExpiryDate></RestoreStatus>"
+                "<Unknown><Key>not-a-key</Key></Unknown>",
+            ),
+            "<Contents><Key><![CDATA[cdata <&> key]]></Key><Size>0</Size>"
+            '<ETag>"e"</ETag><LastModified>2026-01-01T00:00:00+00:00</LastModified></Contents>',
+            "<Contents><Key></Key><Size>1</Size><ETag/></Contents>",
+        ]
+    ),
+    "CRLF and entities in keys": b"<ListBucketResult><Contents><Key>a\r\nb&#13;&#x1F600;&amp;"
+    b"</Key><Size>5</Size></Contents><IsTruncated>true</IsTruncated></ListBucketResult>",
+    "empty body": b"",
+}
+
+REPEATED = (
+    b"<ListBucketResult><Contents><Key>a</Key><Size>1</Size><Size>2</Size></Contents>"
+    b"<IsTruncated>false</IsTruncated></ListBucketResult>"
+)
+
+HEADERS = {
+    "x-amz-request-id": "REQ123",
+    "x-amz-id-2": "host-id",
+    "x-amz-request-charged": "requester",
+    "content-type": "application/xml",
+}
+
+
+def _shape() -> Any:
+    model = botocore.session.get_session().get_service_model("s3")
+    return model.operation_model("ListObjectsV2").output_shape
+
+
+def _response(body: bytes, status: int = 200) -> dict[str, Any]:
+    return {"body": body, "headers": dict(HEADERS), "status_code": status, "context": {}}
+
+
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_fast_parser_equals_botocore(name: str) -> None:
+    shape = _shape()
+    body = BODIES[name]
+    expected = RestXMLParser(timestamp_parser=parse_timestamp).parse(_response(body), shape)
+    fast = FastListingParser(timestamp_parser=parse_timestamp).parse(_response(body), shape)
+    assert fast == expected
+    assert {k: type(v) for k, v in fast.items()} == {k: type(v) for k, v in expected.items()}
+    for ours, theirs in zip(fast.get("Contents", []), expected.get("Contents", []), strict=True):
+        assert {k: type(v) for k, v in ours.items()} == {k: type(v) for k, v in theirs.items()}
+
+
+def test_compiled_walk_is_used_and_yields_the_expected_values() -> None:
+    shape = _shape()
+    walker = compile_walker(shape)
+    assert walker is not None
+    parser = FastListingParser(timestamp_parser=parse_timestamp)
+    root = parser._initial_body_parse(BODIES["delimiter and common prefixes"])
+    walked = walker.walk(root, parse_timestamp)
+    assert walked is not None
+    assert walked["CommonPrefixes"] == [
+        {"Prefix": "dir one/"},
+        {"Prefix": "dir&two/"},
+        {"Prefix": "ü/"},
+    ]
+    assert walked["Contents"][0]["Key"] == "top&file"
+    assert walked["Contents"][0]["ETag"] == '"00000000000000000000000000000001"'
+    assert walked["IsTruncated"] is False and walked["KeyCount"] == 4
+    repeated = parser._initial_body_parse(REPEATED)
+    assert walker.walk(repeated, parse_timestamp) is None
+    # ...so botocore's walker decides, and fails the same way.
+    with pytest.raises(TypeError):
+        RestXMLParser().parse(_response(REPEATED), shape)
+    with pytest.raises(TypeError):
+        parser.parse(_response(REPEATED), shape)
+    # Other shapes keep botocore's walker.
+    model = botocore.session.get_session().get_service_model("s3")
+    assert compile_walker(model.operation_model("ListObjects").output_shape) is None
+    assert compile_walker(model.operation_model("HeadObject").output_shape) is None
+
+
+def test_errors_still_go_through_botocore() -> None:
+    shape = _shape()
+    error = (
+        b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchBucket</Code>'
+        b"<Message>The specified bucket does not exist</Message><BucketName>b</BucketName>"
+        b"<RequestId>R1</RequestId></Error>"
+    )
+    expected = RestXMLParser().parse(_response(error, 404), shape)
+    fast = FastListingParser().parse(_response(error, 404), shape)
+    assert fast == expected and fast["Error"]["Code"] == "NoSuchBucket"
+    with pytest.raises(ResponseParserError) as plain:
+        RestXMLParser().parse(_response(b"<ListBucketResult><Key>"), shape)
+    with pytest.raises(ResponseParserError) as ours:
+        FastListingParser().parse(_response(b"<ListBucketResult><Key>"), shape)
+    assert str(ours.value) == str(plain.value)
+
+
+def test_factories_hand_out_the_fast_parser_only_for_rest_xml() -> None:
+    factory = FastListingParserFactory()
+    factory.set_parser_defaults(timestamp_parser=parse_timestamp)
+    assert isinstance(factory.create_parser("rest-xml"), FastListingParser)
+    assert not isinstance(factory.create_parser("json"), FastListingParser)
+    aio = AsyncFastListingParserFactory()
+    assert type(aio.create_parser("rest-xml")).__name__ == "AsyncFastListingParser"
+    # A plain session keeps botocore's parser: the change is scoped to our clients.
+    plain = botocore.session.get_session().get_component("response_parser_factory")
+    assert not isinstance(plain.create_parser("rest-xml"), FastListingParser)
+
+
+def _canned(client: Any, bodies: list[tuple[int, bytes]], seen: list[str]) -> None:
+    """Answer the client's requests with ``bodies`` through botocore's ``before-send`` hook."""
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        seen.append(request.url)
+        status, body = bodies.pop(0)
+
+        class Raw:
+            def stream(self, **_: Any) -> Any:
+                yield body
+
+        return AWSResponse(request.url, status, dict(HEADERS), Raw())
+
+    client.meta.events.register("before-send.s3.ListObjectsV2", answer)
+
+
+@pytest.mark.parametrize("name", sorted(set(BODIES) - {"empty body"}))
+def test_whole_client_path_equals_plain_boto3(name: str) -> None:
+    """Signing, the url-decoding handler and metadata: our client equals a plain boto3 one."""
+    options: dict[str, Any] = {
+        "region_name": "us-east-1",
+        "aws_access_key_id": "AKIAEXAMPLE",
+        "aws_secret_access_key": "secret",
+    }
+    plain_session = boto3.session.Session(
+        botocore_session=use_fast_timestamps(botocore.session.get_session()), **options
+    )
+    settings = S3Settings(
+        endpoint_url="http://127.0.0.1:9",
+        region="us-east-1",
+        access_key_id="AKIAEXAMPLE",
+        secret_access_key="secret",
+        max_attempts=1,
+    )
+    plain = plain_session.client(
+        "s3", endpoint_url=settings.endpoint_url, config=client_config(settings)
+    )
+    ours = make_s3_client(settings)
+    results = []
+    for client in (plain, ours):
+        urls: list[str] = []
+        _canned(client, [(200, BODIES[name])], urls)
+        result = client.list_objects_v2(Bucket="bucket", Prefix="p")
+        result["ResponseMetadata"].pop("HTTPHeaders", None)
+        results.append((copy.deepcopy(result), urls))
+    assert results[0] == results[1]
+    assert "encoding-type=url" in results[1][1][0]
+
+
+def test_client_errors_unchanged() -> None:
+    ours = make_s3_client(
+        S3Settings(
+            endpoint_url="http://127.0.0.1:9",
+            region="us-east-1",
+            access_key_id="AKIAEXAMPLE",
+            secret_access_key="secret",
+            max_attempts=1,
+        )
+    )
+    error = b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+    _canned(ours, [(403, error)], [])
+    with pytest.raises(ClientError) as raised:
+        ours.list_objects_v2(Bucket="bucket")
+    assert raised.value.response["Error"] == {"Code": "AccessDenied", "Message": "Access Denied"}
