@@ -31,7 +31,7 @@ from mirror.block.errors import (
 from mirror.block.local import ListedObject
 from mirror.block.protocol import ObjectInfo
 from mirror.block.resolver import split_namespace
-from mirror.block.s3_listing import use_fast_listing
+from mirror.block.s3_listing import parse_listings_once, use_fast_listing
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -161,7 +161,11 @@ def make_s3_client(settings: S3Settings) -> S3Client:
         # Listings parse through the dedicated walker: ~25 µs of CPU less per listed key.
         botocore_session=use_fast_listing(use_fast_timestamps(botocore.session.get_session())),
     )
-    return session.client("s3", endpoint_url=settings.endpoint_url, config=client_config(settings))
+    client = session.client(
+        "s3", endpoint_url=settings.endpoint_url, config=client_config(settings)
+    )
+    parse_listings_once(client.meta.events)
+    return client
 
 
 def s3_store_factory(

@@ -29,7 +29,7 @@ from mirror.block.s3 import (
     split_s3_namespace,
     use_fast_timestamps,
 )
-from mirror.block.s3_listing import FastListingMixin, use_fast_listing
+from mirror.block.s3_listing import FastListingMixin, parse_listings_once, use_fast_listing
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client as AsyncS3Client
@@ -68,6 +68,7 @@ async def async_s3_client(settings: S3Settings | None = None) -> AsyncIterator[A
     )
     config = client_config(settings)
     async with session.client("s3", endpoint_url=settings.endpoint_url, config=config) as client:
+        parse_listings_once(client.meta.events)
         yield client
 
 

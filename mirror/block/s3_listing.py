@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from xml.etree.ElementTree import Element
+from xml.etree.ElementTree import Element, ParseError, TreeBuilder, XMLParser
 
-from botocore.model import Shape, StructureShape
+from botocore import handlers as botocore_handlers
+from botocore.model import OperationModel, Shape, StructureShape
 from botocore.parsers import ResponseParserFactory, RestXMLParser
 
 __all__ = [
@@ -31,7 +32,9 @@ __all__ = [
     "FastListingParser",
     "FastListingParserFactory",
     "ListingWalker",
+    "check_200_error_once",
     "compile_walker",
+    "parse_listings_once",
     "use_fast_listing",
 ]
 
@@ -203,6 +206,59 @@ def compile_walker(shape: Shape | None) -> ListingWalker | None:
     return _WALKERS[shape.name]
 
 
+# botocore's own check, a private name the stubs do not list; installed on the session by botocore.
+_handle_200_error: Callable[..., None] = botocore_handlers._handle_200_error  # type: ignore[attr-defined]
+
+_ROOT = "lakemirror_listing_root"
+"""Key of the response dictionary holding the body's tree parsed by :func:`check_200_error_once`."""
+
+
+def check_200_error_once(
+    operation_model: OperationModel, response_dict: dict[str, Any], **kwargs: Any
+) -> None:
+    """Check S3's 200 answers for errors as botocore does, keeping a listing's parsed tree.
+
+    botocore parses every successful S3 body once to see whether it is truncated (a network
+    cut: retried as a 500) or an ``<Error>`` (S3's error inside a 200), then its parser parses
+    it again. For :data:`LISTED_SHAPES` this does the same check with the same XML parser and
+    hands the tree to :class:`FastListingMixin`, which then skips its own parse: ~4 µs of CPU
+    less per listed key. Every other answer goes to botocore's handler unchanged.
+    """
+    shape = operation_model.output_shape
+    body = response_dict.get("body") if response_dict else None
+    if (
+        not response_dict
+        or shape is None
+        or shape.name not in LISTED_SHAPES
+        or response_dict.get("status_code") != 200
+        or not body
+        or operation_model.has_event_stream_output
+    ):
+        _handle_200_error(operation_model, response_dict, **kwargs)
+        return
+    try:
+        parser = XMLParser(target=TreeBuilder(), encoding="utf-8")
+        parser.feed(body)
+        root = parser.close()
+    except ParseError:
+        response_dict["status_code"] = 500
+        return
+    if root.tag == "Error":
+        response_dict["status_code"] = 500
+        return
+    response_dict[_ROOT] = root
+
+
+def parse_listings_once(events: Any) -> None:
+    """Replace botocore's 200-error check by :func:`check_200_error_once` on one client.
+
+    Args:
+        events: The client's event emitter (``client.meta.events``): only that client changes.
+    """
+    events.unregister("before-parse.s3.*", _handle_200_error)
+    events.register_first("before-parse.s3.*", check_200_error_once)
+
+
 class FastListingMixin:
     """Parses the bodies of :data:`LISTED_SHAPES` with a :class:`ListingWalker`.
 
@@ -220,7 +276,9 @@ class FastListingMixin:
         walker = compile_walker(shape)
         if walker is not None:
             parser: Any = self
-            root = parser._initial_body_parse(response["body"])
+            root = response.pop(_ROOT, None)
+            if root is None:
+                root = parser._initial_body_parse(response["body"])
             parsed = walker.walk(root, parser._timestamp_parser)
             if parsed is not None:
                 final_parsed.update(parsed)

@@ -22,7 +22,12 @@ from mirror.block.s3 import (
     use_fast_timestamps,
 )
 from mirror.block.s3_async import AsyncFastListingParserFactory
-from mirror.block.s3_listing import FastListingParser, FastListingParserFactory, compile_walker
+from mirror.block.s3_listing import (
+    FastListingParser,
+    FastListingParserFactory,
+    check_200_error_once,
+    compile_walker,
+)
 
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 TRICKY = [
@@ -293,3 +298,69 @@ def test_client_errors_unchanged() -> None:
     with pytest.raises(ClientError) as raised:
         ours.list_objects_v2(Bucket="bucket")
     assert raised.value.response["Error"] == {"Code": "AccessDenied", "Message": "Access Denied"}
+
+
+def _client_pair() -> tuple[Any, Any]:
+    settings = S3Settings(
+        endpoint_url="http://127.0.0.1:9",
+        region="us-east-1",
+        access_key_id="AKIAEXAMPLE",
+        secret_access_key="secret",
+        max_attempts=2,
+    )
+    plain = boto3.session.Session(
+        aws_access_key_id="AKIAEXAMPLE",
+        aws_secret_access_key="secret",
+        region_name="us-east-1",
+        botocore_session=use_fast_timestamps(botocore.session.get_session()),
+    ).client("s3", endpoint_url=settings.endpoint_url, config=client_config(settings))
+    return plain, make_s3_client(settings)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        b"<Error><Code>InternalError</Code><Message>inside a 200</Message></Error>",
+        BODIES["tricky keys, owner and storage class"][:-40],  # cut by the network
+    ],
+    ids=["error inside 200", "truncated body"],
+)
+def test_200_errors_are_retried_as_by_botocore(first: bytes) -> None:
+    """botocore's check of 200 answers still runs: a retry, then the same page as plain boto3."""
+    results = []
+    for client in _client_pair():
+        urls: list[str] = []
+        _canned(client, [(200, first), (200, BODIES["url-encoded answer"])], urls)
+        result = client.list_objects_v2(Bucket="bucket")
+        result["ResponseMetadata"].pop("HTTPHeaders", None)
+        results.append((result, len(urls)))
+    assert results[0] == results[1]
+    assert results[1][1] == 2 and results[1][0]["ResponseMetadata"]["RetryAttempts"] == 1
+
+
+def test_200_error_twice_raises_as_botocore() -> None:
+    error = b"<Error><Code>SlowDown</Code><Message>Reduce your rate</Message></Error>"
+    raised = []
+    for client in _client_pair():
+        _canned(client, [(200, error), (200, error)], [])
+        with pytest.raises(ClientError) as caught:
+            client.list_objects_v2(Bucket="bucket")
+        caught.value.response["ResponseMetadata"].pop("HTTPHeaders", None)
+        raised.append(caught.value.response)
+    assert raised[0] == raised[1] and raised[1]["Error"]["Code"] == "SlowDown"
+
+
+def test_checked_tree_is_handed_to_the_parser() -> None:
+    model = botocore.session.get_session().get_service_model("s3")
+    operation = model.operation_model("ListObjectsV2")
+    response = _response(BODIES["delimiter and common prefixes"])
+    check_200_error_once(operation, response)
+    assert response["status_code"] == 200 and "lakemirror_listing_root" in response
+    parsed = FastListingParser(timestamp_parser=parse_timestamp).parse(
+        response, operation.output_shape
+    )
+    assert "lakemirror_listing_root" not in response
+    assert parsed["CommonPrefixes"][1] == {"Prefix": "dir&two/"}
+    other = _response(b"<Error><Code>X</Code></Error>")
+    check_200_error_once(model.operation_model("GetBucketTagging"), other)
+    assert other["status_code"] == 500 and "lakemirror_listing_root" not in other
