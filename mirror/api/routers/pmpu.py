@@ -23,7 +23,8 @@ repository``), and protected branches refuse staging writes.
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict
@@ -35,19 +36,15 @@ from mirror.api.errors import error_response
 from mirror.api.models import ObjectStats
 from mirror.api.routers.backing import PRESIGN_EXPIRY, signer
 from mirror.api.routing import LakeFSRoute
-from mirror.block.s3_multipart import (
-    MAX_PARTS,
-    S3Multipart,
-    multipart_for,
-    parse_copy_range,
-    source_of,
-)
 from mirror.core.committed import METADATA_PREFIX
 from mirror.core.errors import LakeFSText, RepositoryReadOnlyError
 from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Entry, Repository
 from mirror.core.protection import check_staging_write
 from mirror.core.validate import validate_path
 from mirror.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    from mirror.block.s3_multipart import S3Multipart
 
 __all__ = [
     "AbortPresignMultipartUpload",
@@ -138,8 +135,20 @@ def _write_object(caller: CallerDep, repository: str, path: str) -> None:
     caller.require(Permission(Action.WRITE_OBJECT, object_arn(repository, path)))
 
 
+def _s3() -> ModuleType:
+    """Return :mod:`mirror.block.s3_multipart`, imported only where ``s3://`` is served.
+
+    It needs the ``s3`` extra (botocore), which a server of local namespaces may not have;
+    every handler answers 501 before this when the server serves no ``s3://`` namespace.
+    """
+    from mirror.block import s3_multipart
+
+    return s3_multipart
+
+
 def _uploader(state: StateDep, repo: Repository) -> S3Multipart | None:
-    return multipart_for(state.catalog.block_store(repo))
+    uploader: S3Multipart | None = _s3().multipart_for(state.catalog.block_store(repo))
+    return uploader
 
 
 def _writable(state: StateDep, repository: str) -> Repository:
@@ -188,8 +197,8 @@ def create_presign_multipart_upload(
     check_staging_write(catalog.kv, repo, branch)
     _require(path, "path")
     validate_path(path)
-    if parts is not None and not 0 <= parts <= MAX_PARTS:
-        raise PmpuRequestError(f"parts can be between 0 and {MAX_PARTS}")
+    if parts is not None and not 0 <= parts <= _s3().MAX_PARTS:
+        raise PmpuRequestError(f"parts can be between 0 and {_s3().MAX_PARTS}")
     address = f"{repo.storage_namespace.rstrip('/')}/{catalog.paths.new_path()}"
     signed = signer(request).sign(repository, branch, path, address)
     key = signed[len(repo.storage_namespace.rstrip("/")) + 1 :]
@@ -224,8 +233,8 @@ def upload_part(
     if uploader is None:
         return error_response(501, UNSUPPORTED)
     _require(path, "path")
-    if not 1 <= partNumber <= MAX_PARTS:
-        raise PmpuRequestError(f"part number must be between 1 and {MAX_PARTS}")
+    if not 1 <= partNumber <= _s3().MAX_PARTS:
+        raise PmpuRequestError(f"part number must be between 1 and {_s3().MAX_PARTS}")
     key = _key(request, repo, branch, path, body.physical_address)
     return UploadTo(presigned_url=uploader.presign_part(key, uploadId, partNumber, PRESIGN_EXPIRY))
 
@@ -257,14 +266,14 @@ def upload_part_copy(
     _require(path, "path")
     if source is None:
         raise PmpuRequestError("copy_source is required")
-    if not 1 <= partNumber <= MAX_PARTS:
-        raise PmpuRequestError(f"part number must be between 1 and {MAX_PARTS}")
+    if not 1 <= partNumber <= _s3().MAX_PARTS:
+        raise PmpuRequestError(f"part number must be between 1 and {_s3().MAX_PARTS}")
     key = _key(request, repo, branch, path, body.physical_address)
-    byte_range = parse_copy_range(source.range)
+    byte_range = _s3().parse_copy_range(source.range)
     source_repo = catalog.get_repository(source.repository)
     stat = catalog.stat_object(source.repository, source.ref, source.path)
     store, source_key = catalog.open_entry(source_repo, stat.entry)
-    located = source_of(store, source_key, byte_range)
+    located = _s3().source_of(store, source_key, byte_range)
     if located is None:
         raise InvalidValueError(
             f"copy source {source.repository}/{source.ref}/{source.path} is not stored on S3"
