@@ -189,6 +189,10 @@ class ActionsService:
         """
         # a full commit ID resolves to that commit before any branch or tag of that name
         key = (repository, ref) if _COMMIT_ID.fullmatch(ref) else None
+        if key is None:
+            head = self._unchanged_head(repository, ref)
+            if head is not None:
+                return self.load(repository, head)
         if key is not None:
             with self._lock:
                 if key in self._by_commit:
@@ -201,6 +205,22 @@ class ActionsService:
                 while len(self._by_commit) > _CACHED_COMMITS:
                     self._by_commit.popitem(last=False)
         return actions
+
+    def _unchanged_head(self, repository: str, ref: str) -> str | None:
+        """Return the head commit of branch ``ref`` if nothing is staged under the actions prefix.
+
+        A branch's actions are then its head commit's, kept per commit: a commit to a branch
+        without action files lists them once per head, not at every event. ``None``: ``ref``
+        is no branch, or changes to ``_lakefs_actions/`` are staged (the branch is listed).
+        """
+        try:
+            branch = self.catalog.get_branch(repository, ref)
+        except LakeMirrorError:
+            return None  # a tag, a commit prefix or an expression: resolved by the listing
+        staged = self.catalog.staging.iterate(branch.tokens, ACTIONS_PREFIX)
+        if next(iter(staged), None) is not None:
+            return None
+        return branch.commit_id
 
     def _parse(self, repository: str, ref: str, obj: ObjectStat) -> Action:
         # an object version's bytes never change: its address and checksum name them

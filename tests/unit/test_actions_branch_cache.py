@@ -1,0 +1,98 @@
+"""A branch's actions: its head commit's (kept per commit) unless action files are staged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mirror.actions import ActionsService
+from mirror.core import open_memory
+from mirror.core.catalog import Catalog
+
+ACTION = (
+    "name: {}\non:\n  pre-commit:\nhooks:\n"
+    "  - {{id: hook1, type: webhook, properties: {{url: http://127.0.0.1:9/}}}}\n"
+)
+
+
+class Counting:
+    """Counts the catalog's listings of ``_lakefs_actions/`` and the refs they were made at."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.refs: list[str] = []
+        real = catalog.list_objects
+
+        def list_objects(repository: str, ref: str, *args: Any, **kwargs: Any) -> Any:
+            self.refs.append(ref)
+            return real(repository, ref, *args, **kwargs)
+
+        catalog.list_objects = list_objects  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def catalog() -> Catalog:
+    found = open_memory()
+    found.create_repository("repo", "mem://repo")
+    found.upload_object("repo", "main", "a", b"1")
+    found.commit("repo", "main", "a")
+    return found
+
+
+@pytest.fixture
+def service(catalog: Catalog) -> Iterator[ActionsService]:
+    found = ActionsService(catalog)
+    yield found
+    found.close()
+
+
+def test_a_branch_without_action_files_is_listed_once_per_head(
+    catalog: Catalog, service: ActionsService
+) -> None:
+    calls = Counting(catalog)
+    head = catalog.get_branch("repo", "main").commit_id
+    assert service.load("repo", "main") == []
+    assert service.load("repo", "main") == []
+    assert calls.refs == [head]  # listed at the head commit, then kept
+    catalog.upload_object("repo", "main", "b", b"2")
+    assert service.load("repo", "main") == []  # staged changes elsewhere: still the head's
+    assert calls.refs == [head]
+    made = catalog.commit("repo", "main", "b").commit
+    assert service.load("repo", "main") == []
+    assert service.load("repo", made.id) == []
+    assert calls.refs == [head, made.id]
+
+
+def test_staged_action_files_are_read_through_the_branch(
+    catalog: Catalog, service: ActionsService
+) -> None:
+    calls = Counting(catalog)
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", ACTION.format("One").encode())
+    assert [a.name for a in service.load("repo", "main")] == ["One"]
+    assert calls.refs == ["main"]
+    made = catalog.commit("repo", "main", "actions").commit
+    assert [a.name for a in service.load("repo", "main")] == ["One"]
+    assert calls.refs == ["main", made.id]
+    kept = service.load("repo", "main")
+    assert service.load("repo", made.id) is kept
+    # a staged deletion hides the committed file at once
+    catalog.delete_object("repo", "main", "_lakefs_actions/a.yaml")
+    assert service.load("repo", "main") == []
+    assert calls.refs == ["main", made.id, "main"]
+    assert [a.name for a in service.load("repo", made.id)] == ["One"]
+
+
+def test_refs_that_are_not_branches_are_listed_as_given(
+    catalog: Catalog, service: ActionsService
+) -> None:
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", ACTION.format("One").encode())
+    catalog.commit("repo", "main", "actions")
+    catalog.create_tag("repo", "v1", "main")
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", ACTION.format("Two").encode())
+    catalog.commit("repo", "main", "two")
+    calls = Counting(catalog)
+    assert [a.name for a in service.load("repo", "v1")] == ["One"]
+    assert [a.name for a in service.load("repo", "main~1")] == ["One"]
+    assert [a.name for a in service.load("repo", "main")] == ["Two"]
+    assert calls.refs[:2] == ["v1", "main~1"]
