@@ -36,6 +36,7 @@ from mirror.actions.runs import (
     new_run_id,
 )
 from mirror.actions.webhook import call_hook
+from mirror.core.committed import RangeInfo
 from mirror.core.hooks import HookAbortError, HookEvent, HookRun
 from mirror.core.model import ObjectStat
 from mirror.errors import LakeMirrorError
@@ -198,7 +199,8 @@ class ActionsService:
                 if key in self._by_commit:
                     self._by_commit.move_to_end(key)
                     return self._by_commit[key]
-        actions = self._read(repository, ref)
+        derived = None if key is None else self._parents_actions(repository, ref)
+        actions = self._read(repository, ref) if derived is None else derived
         if key is not None:
             with self._lock:
                 self._by_commit[key] = actions
@@ -221,6 +223,31 @@ class ActionsService:
         if next(iter(staged), None) is not None:
             return None
         return branch.commit_id
+
+    def _parents_actions(self, repository: str, commit_id: str) -> list[Action] | None:
+        """Return the kept actions of the first parent of ``commit_id`` if its tree has them too.
+
+        Every key under ``_lakefs_actions/`` lies in a range whose key span meets the prefix's,
+        so two trees listing the same such ranges (range IDs hash their records) hold the same
+        action files: a commit that changed nothing there is not listed again. ``None``: the
+        parent's actions are not kept, or the ranges differ (the commit is listed).
+        """
+        try:
+            repo = self.catalog.get_repository(repository)
+            commit = self.catalog.get_commit(repository, commit_id)
+            if not commit.parents:
+                return None
+            with self._lock:
+                kept = self._by_commit.get((repository, commit.parents[0]))
+            if kept is None:
+                return None
+            parent = self.catalog.get_commit(repository, commit.parents[0])
+            store = self.catalog.committed(repo)
+            mine = _ranges_meeting_actions(store.read_metarange(commit.metarange_id))
+            theirs = _ranges_meeting_actions(store.read_metarange(parent.metarange_id))
+        except LakeMirrorError:
+            return None
+        return kept if mine == theirs else None
 
     def _parse(self, repository: str, ref: str, obj: ObjectStat) -> Action:
         # an object version's bytes never change: its address and checksum name them
@@ -338,6 +365,15 @@ class ActionsService:
         except LakeMirrorError as exc:
             # the run is recorded in the KV all the same; only its output is lost
             log.warning("could not write %s of %s: %s", key, repository, exc)
+
+
+_ACTIONS_END = ACTIONS_PREFIX[:-1] + chr(ord(ACTIONS_PREFIX[-1]) + 1)
+"""The first key after every key under ``_lakefs_actions/``."""
+
+
+def _ranges_meeting_actions(ranges: list[RangeInfo]) -> list[str]:
+    """Return the IDs of the ranges whose key span meets the ``_lakefs_actions/`` prefix."""
+    return [r.id for r in ranges if r.min_key < _ACTIONS_END and r.max_key >= ACTIONS_PREFIX]
 
 
 def _manifest(run: RunRecord) -> bytes:

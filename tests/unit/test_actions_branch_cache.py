@@ -1,4 +1,4 @@
-"""A branch's actions: its head commit's (kept per commit) unless action files are staged."""
+"""Listing action files once: a branch uses its head commit's, a commit its unchanged parent's."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from mirror.actions import ActionsService
 from mirror.core import open_memory
 from mirror.core.catalog import Catalog
+from mirror.core.committed import ChunkingParams
 
 ACTION = (
     "name: {}\non:\n  pre-commit:\nhooks:\n"
@@ -61,7 +62,7 @@ def test_a_branch_without_action_files_is_listed_once_per_head(
     made = catalog.commit("repo", "main", "b").commit
     assert service.load("repo", "main") == []
     assert service.load("repo", made.id) == []
-    assert calls.refs == [head, made.id]
+    assert calls.refs == [head]  # the new head changed nothing under the prefix: its parent's
 
 
 def test_staged_action_files_are_read_through_the_branch(
@@ -96,3 +97,52 @@ def test_refs_that_are_not_branches_are_listed_as_given(
     assert [a.name for a in service.load("repo", "main~1")] == ["One"]
     assert [a.name for a in service.load("repo", "main")] == ["Two"]
     assert calls.refs[:2] == ["v1", "main~1"]
+
+
+def test_a_commit_that_leaves_the_action_files_alone_keeps_its_parents() -> None:
+    # every key ends a range: the action files' ranges are apart from the data's
+    catalog = open_memory(chunking=ChunkingParams(raggedness=1))
+    catalog.create_repository("repo", "mem://repo")
+    service = ActionsService(catalog)
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", ACTION.format("One").encode())
+    first = catalog.commit("repo", "main", "actions").commit
+    kept = service.load("repo", first.id)
+    calls = Counting(catalog)
+    catalog.upload_object("repo", "main", "z/data", b"2")
+    second = catalog.commit("repo", "main", "data").commit
+    assert service.load("repo", second.id) is kept  # derived from the parent, not listed
+    assert calls.refs == []
+    catalog.upload_object("repo", "main", "_lakefs_actions/b.yaml", ACTION.format("Two").encode())
+    third = catalog.commit("repo", "main", "more actions").commit
+    assert [a.name for a in service.load("repo", third.id)] == ["One", "Two"]
+    assert calls.refs == [third.id]
+    catalog.delete_object("repo", "main", "_lakefs_actions/a.yaml")
+    fourth = catalog.commit("repo", "main", "fewer actions").commit
+    assert [a.name for a in service.load("repo", fourth.id)] == ["Two"]
+    assert calls.refs == [third.id, fourth.id]
+    service.close()
+
+
+def test_a_commit_sharing_a_range_with_the_action_files_is_listed(
+    catalog: Catalog, service: ActionsService
+) -> None:
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", ACTION.format("One").encode())
+    first = catalog.commit("repo", "main", "actions").commit
+    kept = service.load("repo", first.id)
+    calls = Counting(catalog)
+    catalog.upload_object("repo", "main", "_lakefs_actions_data", b"2")  # beside, not under
+    made = catalog.commit("repo", "main", "data").commit
+    assert service.load("repo", made.id) == kept
+    assert calls.refs == [made.id]
+
+
+def test_a_parent_whose_actions_are_not_kept_is_not_trusted(
+    catalog: Catalog, service: ActionsService
+) -> None:
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", ACTION.format("One").encode())
+    catalog.commit("repo", "main", "actions")
+    catalog.upload_object("repo", "main", "z/data", b"2")
+    made = catalog.commit("repo", "main", "data").commit
+    calls = Counting(catalog)
+    assert [a.name for a in service.load("repo", made.id)] == ["One"]
+    assert calls.refs == [made.id]
