@@ -151,6 +151,21 @@ def _uploader(state: StateDep, repo: Repository) -> S3Multipart | None:
     return uploader
 
 
+def _open_upload(state: StateDep, repository: str) -> tuple[Repository, S3Multipart] | Response:
+    """Return the writable repository and its multipart uploader, or lakeFS's 501.
+
+    The 501 comes first when the server serves no ``s3://`` namespace at all, then when the
+    repository's own store cannot presign (a local namespace).
+    """
+    if "s3" not in state.namespace_schemes:
+        return error_response(501, UNSUPPORTED)
+    repo = _writable(state, repository)
+    uploader = _uploader(state, repo)
+    if uploader is None:
+        return error_response(501, UNSUPPORTED)
+    return repo, uploader
+
+
 def _writable(state: StateDep, repository: str) -> Repository:
     repo = state.catalog.get_repository(repository)
     if repo.read_only:
@@ -186,13 +201,11 @@ def create_presign_multipart_upload(
 ) -> object:
     """Start a multipart upload at a fresh signed address; hand out ``parts`` part URLs."""
     _write_object(caller, repository, path)
-    if "s3" not in state.namespace_schemes:
-        return error_response(501, UNSUPPORTED)
     catalog = state.catalog
-    repo = _writable(state, repository)
-    uploader = _uploader(state, repo)
-    if uploader is None:
-        return error_response(501, UNSUPPORTED)
+    opened = _open_upload(state, repository)
+    if isinstance(opened, Response):
+        return opened
+    repo, uploader = opened
     catalog.get_branch(repository, branch)
     check_staging_write(catalog.kv, repo, branch)
     _require(path, "path")
@@ -226,12 +239,10 @@ def upload_part(
 ) -> object:
     """Hand out the presigned URL of part ``partNumber`` of the upload."""
     _write_object(caller, repository, path)
-    if "s3" not in state.namespace_schemes:
-        return error_response(501, UNSUPPORTED)
-    repo = _writable(state, repository)
-    uploader = _uploader(state, repo)
-    if uploader is None:
-        return error_response(501, UNSUPPORTED)
+    opened = _open_upload(state, repository)
+    if isinstance(opened, Response):
+        return opened
+    repo, uploader = opened
     _require(path, "path")
     if not 1 <= partNumber <= _s3().MAX_PARTS:
         raise PmpuRequestError(f"part number must be between 1 and {_s3().MAX_PARTS}")
@@ -256,13 +267,11 @@ def upload_part_copy(
     source = body.copy_source
     if source is not None:
         caller.require(Permission(Action.READ_OBJECT, object_arn(source.repository, source.path)))
-    if "s3" not in state.namespace_schemes:
-        return error_response(501, UNSUPPORTED)
     catalog = state.catalog
-    repo = _writable(state, repository)
-    uploader = _uploader(state, repo)
-    if uploader is None:
-        return error_response(501, UNSUPPORTED)
+    opened = _open_upload(state, repository)
+    if isinstance(opened, Response):
+        return opened
+    repo, uploader = opened
     _require(path, "path")
     if source is None:
         raise PmpuRequestError("copy_source is required")
@@ -295,13 +304,11 @@ def complete_presign_multipart_upload(
 ) -> object:
     """Complete the upload and stage the object at ``path`` (checksum: S3's ETag)."""
     _write_object(caller, repository, path)
-    if "s3" not in state.namespace_schemes:
-        return error_response(501, UNSUPPORTED)
     catalog = state.catalog
-    repo = _writable(state, repository)
-    uploader = _uploader(state, repo)
-    if uploader is None:
-        return error_response(501, UNSUPPORTED)
+    opened = _open_upload(state, repository)
+    if isinstance(opened, Response):
+        return opened
+    repo, uploader = opened
     _require(path, "path")
     _require(body.physical_address, "physical_address")
     if not body.parts:
@@ -336,12 +343,10 @@ def abort_presign_multipart_upload(
 ) -> Response:
     """Abort the upload; S3 drops its parts."""
     _write_object(caller, repository, path)
-    if "s3" not in state.namespace_schemes:
-        return error_response(501, UNSUPPORTED)
-    repo = _writable(state, repository)
-    uploader = _uploader(state, repo)
-    if uploader is None:
-        return error_response(501, UNSUPPORTED)
+    opened = _open_upload(state, repository)
+    if isinstance(opened, Response):
+        return opened
+    repo, uploader = opened
     _require(path, "path")
     key = _key(request, repo, branch, path, body.physical_address)
     uploader.abort(key, uploadId)
