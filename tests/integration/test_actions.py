@@ -13,14 +13,10 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import lakefs_sdk
@@ -28,6 +24,7 @@ import pytest
 from lakefs_sdk.exceptions import ApiException
 
 from tests.integration.harness import Server, running_server, unique
+from tests.webhooks import Receiver, webhook_receiver
 
 KEY = ("AKIAACTIONS000000001", "actions-secret-key-00000000000000000000")
 HEADER_SECRET = "s3cr3t-header-value-91"
@@ -36,84 +33,10 @@ RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 RUN_ID = re.compile(r"^[0-9a-v]{20}$")
 
 
-@dataclass
-class Call:
-    """One request the webhook server received."""
-
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-def _repository(body: dict[str, Any]) -> Any:
-    # an airflow hook sends the event under conf.lakeFS_event
-    event = body.get("conf", {}).get("lakeFS_event", body)
-    return event.get("repository_id")
-
-
-@dataclass
-class Receiver:
-    """The webhook server: where it listens and what it received."""
-
-    url: str
-    calls: list[Call] = field(default_factory=list)
-    changed: threading.Condition = field(default_factory=threading.Condition)
-    release: threading.Event = field(default_factory=threading.Event)
-
-    def of(self, repository: str) -> list[Call]:
-        with self.changed:
-            return [c for c in self.calls if _repository(c.body) == repository]
-
-    def wait_for(self, repository: str, done: Callable[[list[Call]], bool]) -> list[Call]:
-        deadline = time.monotonic() + DEADLINE
-        with self.changed:
-            while True:
-                found = [c for c in self.calls if _repository(c.body) == repository]
-                if done(found):
-                    return found
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    pytest.fail(f"webhooks of {repository} never arrived; got {found}")
-                self.changed.wait(left)
-
-
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    state = Receiver("")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length) or b"{}")
-            parts = urlsplit(self.path)
-            with state.changed:
-                state.calls.append(
-                    Call(parts.path, parse_qs(parts.query), dict(self.headers.items()), body)
-                )
-                state.changed.notify_all()
-            if parts.path == "/slow":
-                # held until the hook has given up (its timeout is 1 s)
-                state.release.wait(5.0)
-            status = 500 if parts.path == "/fail" else 200
-            self.send_response(status)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    try:
-        yield state
-    finally:
-        state.release.set()
-        httpd.shutdown()
-        httpd.server_close()
+    with webhook_receiver() as received:
+        yield received
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,8 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ import pytest
 from lakefs_sdk.exceptions import ApiException
 
 from tests.integration.harness import Server, unique
+from tests.webhooks import Receiver, webhook_receiver
 
 DEADLINE = 60.0
 STRATEGY = {".lakefs.merge.strategy": "source-wins"}
@@ -292,41 +291,26 @@ def test_cli_import_waits_for_the_commit(
     assert "invalid import source" in refused.stderr and "Traceback" not in refused.stderr
 
 
-@pytest.fixture
-def webhooks() -> Iterator[tuple[str, list[str]]]:
-    """A webhook receiver on 127.0.0.1: ``/fail`` answers 500, anything else 200."""
-    received: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-            received.append(
-                f"{self.path} {body.get('event_type')} {body.get('commit_message', '')}"
-            )
-            self.send_response(500 if self.path == "/fail" else 200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", received
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-
-
 def test_import_commit_runs_commit_hooks(
     server: Server,
     client: lakefs.Client,
     repo: lakefs.Repository,
-    webhooks: tuple[str, list[str]],
 ) -> None:
-    url, received = webhooks
+    with webhook_receiver() as receiver:
+        _import_hooks(server, client, repo, receiver)
+
+
+def _import_hooks(
+    server: Server, client: lakefs.Client, repo: lakefs.Repository, receiver: Receiver
+) -> None:
+    url = receiver.url
+
+    def received() -> list[str]:
+        return [
+            f"{c.path} {c.body.get('event_type')} {c.body.get('commit_message', '')}"
+            for c in receiver.of(repo.id)
+        ]
+
     main = repo.branch("main")
 
     def action(name: str, branch: str, path: str) -> str:
@@ -356,7 +340,7 @@ def test_import_commit_runs_commit_hooks(
     assert not failed.completed
     assert failed.error.message.startswith("import error: pre-commit hook aborted")
     assert refused.get_commit().id == head
-    assert "/fail pre-commit hooked" in received
+    assert "/fail pre-commit hooked" in received()
 
     started = api.import_start(repo.id, "main", body)
     done = _until(
@@ -364,5 +348,5 @@ def test_import_commit_runs_commit_hooks(
         "the import to commit",
     )
     assert done.commit.message == "hooked"
-    _until(lambda: "/ok post-commit hooked" in received, "the post-commit hook")
-    assert "/ok pre-commit hooked" in received
+    _until(lambda: "/ok post-commit hooked" in received(), "the post-commit hook")
+    assert "/ok pre-commit hooked" in received()

@@ -6,11 +6,8 @@ listing order and filters, permissions, and the refusals on a read-only mirror.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -25,6 +22,7 @@ from lakefs_sdk.exceptions import (
 )
 
 from tests.integration.harness import MakeUser, Server, unique
+from tests.webhooks import Receiver, webhook_receiver
 
 
 def _pulls(client: lakefs.Client) -> Any:
@@ -253,36 +251,15 @@ def test_mirror_refuses_writes_but_lists(
     assert merge.json()["message"].startswith("read-only repository")
 
 
-@pytest.fixture
-def failing_webhook() -> Iterator[tuple[str, list[str]]]:
-    """A webhook on 127.0.0.1 that answers 500 and records each event type it was sent."""
-    events: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            events.append(json.loads(body or b"{}").get("event_type", ""))
-            self.send_response(500)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/hook", events
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def test_merge_runs_the_merge_hooks(client: lakefs.Client, repo: lakefs.Repository) -> None:
+    with webhook_receiver() as receiver:
+        _merge_refused_by_hook(client, repo, receiver)
 
 
-def test_merge_runs_the_merge_hooks(
-    client: lakefs.Client, repo: lakefs.Repository, failing_webhook: tuple[str, list[str]]
+def _merge_refused_by_hook(
+    client: lakefs.Client, repo: lakefs.Repository, receiver: Receiver
 ) -> None:
-    url, events = failing_webhook
+    url = f"{receiver.url}/fail"
     main = repo.branch("main")
     main.object("_lakefs_actions/deny.yaml").upload(
         data=(
@@ -298,6 +275,6 @@ def test_merge_runs_the_merge_hooks(
         _pulls(client).merge_pull_request(repo.id, pull_id)
     assert aborted.value.status == 412
     assert _message(aborted.value).find("update branch main: pre-merge hook aborted") >= 0
-    assert events == ["pre-merge"]
+    assert [c.body["event_type"] for c in receiver.of(repo.id)] == ["pre-merge"]
     assert main.get_commit().id == before
     assert _pulls(client).get_pull_request(repo.id, pull_id).status == "open"

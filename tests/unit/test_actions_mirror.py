@@ -7,41 +7,14 @@ then a forced compare-and-swap). A stdlib HTTP server on 127.0.0.1 receives the 
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
 from mirror.actions import ActionsService
 from mirror.core import open_memory
 from mirror.core.catalog import Catalog
-
-
-@pytest.fixture
-def received() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    bodies: list[dict[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/ok", bodies
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+from tests.webhooks import Receiver, webhook_receiver
 
 
 def _advance_mirror(catalog: Catalog) -> str:
@@ -53,11 +26,17 @@ def _advance_mirror(catalog: Catalog) -> str:
     return head
 
 
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with webhook_receiver() as received:
+        yield received
+
+
 @pytest.mark.parametrize("enabled", [True, False])
 def test_mirror_advance_runs_post_commit_hooks_only_when_enabled(
-    enabled: bool, received: tuple[str, list[dict[str, Any]]]
+    enabled: bool, receiver: Receiver
 ) -> None:
-    url, bodies = received
+    url = f"{receiver.url}/ok"
     catalog = open_memory()
     catalog.create_repository("src", "mem://shared")
     catalog.create_repository("dst", "mem://shared", read_only=True, mirror_of="src", bare=True)
@@ -72,6 +51,7 @@ def test_mirror_advance_runs_post_commit_hooks_only_when_enabled(
     head = _advance_mirror(catalog)
     service.close(wait=True)
     assert head == commit.id
+    bodies = [c.body for c in receiver.calls]
     mirrored = [b for b in bodies if b["repository_id"] == "dst"]
     assert [b["repository_id"] for b in bodies if b["repository_id"] == "src"] == ["src"]
     if not enabled:
