@@ -5,7 +5,7 @@ A commit rewrites each range its changes fall in. Decoding every record of such 
 Arrow for the Parquet file costs some microseconds per record: most of a small commit in a large
 repository. A :class:`RangeData` keeps a range as it was read: its Arrow table, its keys, and the
 canonical encoding of its records (:mod:`mirror.core.encoding`) computed for whole columns at
-once with numpy. A rewritten range is then assembled from runs of unchanged records (table
+once with Arrow kernels. A rewritten range is then assembled from runs of unchanged records (table
 slices and byte slices) and the few changed records, which alone go through Python objects
 (:func:`build_range`). The bytes hashed and written are exactly those of the record-by-record
 path, so range IDs and files do not depend on which path wrote them.
@@ -37,19 +37,63 @@ from mirror.core.encoding import (
 from mirror.core.ids import _INT64, _STRING, RangeID
 from mirror.core.model import Entry
 
-__all__ = ["RangeData", "Run", "build_range", "records_table", "to_parquet"]
+__all__ = [
+    "BOUNDARIES_KEY",
+    "RangeData",
+    "Run",
+    "boundaries_metadata",
+    "build_range",
+    "records_table",
+    "to_parquet",
+]
 
 Record = tuple[str, Entry]
 Ints = npt.NDArray[np.int64]
 Bytes = npt.NDArray[np.uint8]
-# A column of byte strings as numpy: the offsets of each value (n + 1) and the data they index.
-_Column = tuple[Ints, Bytes]
+# A binary Arrow array (values are byte strings); pyarrow's stubs do not type compute on them.
+_Binary = Any
 
 
-def to_parquet(table: pa.Table) -> bytes:
-    """Return the bytes of a range or metarange file holding ``table``."""
+# Columns whose values repeat across records keep Parquet's dictionary encoding; keys, addresses,
+# checksums and identities are unique per record, where a dictionary only costs time and bytes.
+# Range and metarange IDs hash the records, not the file, so these options do not change them.
+_DICTIONARY_COLUMNS = [
+    "address_type",
+    "content_type",
+    "metadata.key_value.key",
+    "metadata.key_value.value",
+]
+
+
+# Key-value metadata of a range file: the raggedness its writer split by, and the positions of
+# the keys that end a range by that hash rule (``512:`` or ``512:1203``). A reader that rewrites
+# the range then needs no hash of its keys; files without it have their keys hashed when read.
+BOUNDARIES_KEY = b"lakemirror.boundaries"
+
+
+def boundaries_metadata(raggedness: int, positions: list[int]) -> dict[bytes, bytes]:
+    """Return the file metadata recording a range's hash-rule boundaries."""
+    return {BOUNDARIES_KEY: f"{raggedness}:{','.join(map(str, positions))}".encode()}
+
+
+def _boundaries_of(metadata: dict[bytes, bytes] | None) -> tuple[int, list[int]] | None:
+    value = (metadata or {}).get(BOUNDARIES_KEY)
+    if value is None:
+        return None
+    try:
+        raggedness, _, positions = value.decode().partition(":")
+        return int(raggedness), [int(p) for p in positions.split(",") if p]
+    except ValueError:
+        return None
+
+
+def to_parquet(table: pa.Table, metadata: dict[bytes, bytes] | None = None) -> bytes:
+    """Return the bytes of a range or metarange file holding ``table`` (and ``metadata``)."""
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
+    if metadata:
+        table = table.replace_schema_metadata(metadata)
+    # a list of columns is what pyarrow documents; its stubs only know a bool
+    pq.write_table(table, buf, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS)  # type: ignore[arg-type]
     return buf.getvalue()
 
 
@@ -72,70 +116,64 @@ def records_table(records: Sequence[Record], identities: Sequence[str]) -> pa.Ta
     )
 
 
-def _strings(array: Any) -> _Column:
-    """Return the offsets and UTF-8 data of a string or binary array without copying the data."""
+def _offsets(array: Any) -> Ints:
+    """Return the offsets (n + 1) of the values of a string or binary array without nulls."""
     if array.null_count:
         raise ValueError("range column holds nulls")
-    _, offsets, data = array.buffers()
-    starts = np.frombuffer(offsets, np.int32, len(array) + 1, array.offset * 4).astype(np.int64)
-    return starts, (np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8))
+    offsets = array.buffers()[1]
+    return np.frombuffer(offsets, np.int32, len(array) + 1, array.offset * 4).astype(np.int64)
 
 
-def _fixed(rows: Bytes) -> _Column:
-    """Return an ``(n, width)`` array of byte rows as a column of n values."""
+def _rows(rows: Bytes) -> _Binary:
+    """Return an ``(n, width)`` array of byte rows as a binary array of n values."""
     n, width = rows.shape
-    return np.arange(n + 1, dtype=np.int64) * width, rows.reshape(-1)
+    data = pa.py_buffer(np.ascontiguousarray(rows).data)
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), n, [None, data])
+    return fixed.cast(pa.binary())
 
 
-def _heads(lengths: Ints) -> _Column:
-    """Return the encoding heads (tag, 8-byte big-endian length) of strings of ``lengths``."""
-    rows = np.empty((len(lengths), 11), np.uint8)
+def _string_fields(array: Any) -> list[_Binary]:
+    """Return the encoding heads (tag, 8-byte big-endian length) of strings, and the strings."""
+    offsets = _offsets(array)
+    rows = np.empty((len(array), 11), np.uint8)
     rows[:, 0] = _STRING
     rows[:, 1] = _INT64
     rows[:, 2] = 8
-    rows[:, 3:] = lengths.astype(">i8").view(np.uint8).reshape(-1, 8)
-    return _fixed(rows)
+    rows[:, 3:] = (offsets[1:] - offsets[:-1]).astype(">i8").view(np.uint8).reshape(-1, 8)
+    return [_rows(rows), array.cast(pa.binary())]
 
 
-def _int64s(values: Ints) -> _Column:
+def _int64s(values: Ints) -> _Binary:
     rows = np.empty((len(values), 10), np.uint8)
     rows[:, 0] = _INT64
     rows[:, 1] = 8
     rows[:, 2:] = values.astype(">i8").view(np.uint8).reshape(-1, 8)
-    return _fixed(rows)
+    return _rows(rows)
 
 
-def _interleave(columns: list[_Column]) -> tuple[bytes, Ints]:
-    """Return the records whose fields are the values of ``columns`` in turn, and their offsets.
-
-    Each column's data is copied with one scatter: value ``i`` of a column lands at the start of
-    that field in record ``i``.
-    """
-    lengths = np.stack([offsets[1:] - offsets[:-1] for offsets, _ in columns], axis=1)
-    width = lengths.shape[1]
-    starts = np.zeros(lengths.size + 1, np.int64)
-    np.cumsum(lengths.reshape(-1), out=starts[1:])
-    field_starts = starts[:-1].reshape(lengths.shape)
-    out = np.empty(int(starts[-1]), np.uint8)
-    for c, (offsets, data) in enumerate(columns):
-        first, last = int(offsets[0]), int(offsets[-1])
-        if last == first:
-            continue
-        shift = np.repeat(field_starts[:, c] - offsets[:-1], lengths[:, c])
-        out[np.arange(first, last, dtype=np.int64) + shift] = data[first:last]
-    return out.tobytes(), starts[::width]
+_NOTHING = pa.scalar(b"", pa.binary())
 
 
-def _maps(column: Any) -> tuple[_Column, list[int] | None]:
+def _join(fields: list[_Binary]) -> tuple[bytes, Ints]:
+    """Return the records whose fields are the values of ``fields`` in turn, and their offsets."""
+    if not len(fields[0]):
+        return b"", np.zeros(1, np.int64)
+    joined = pc.binary_join_element_wise(*fields, _NOTHING)
+    starts = _offsets(joined)
+    data = joined.buffers()[2]
+    return memoryview(data)[starts[0] : starts[-1]].tobytes(), starts - starts[0]
+
+
+def _maps(column: Any) -> tuple[_Binary, list[int] | None]:
     """Return the encoded metadata maps of a range, and their estimated sizes if any is set."""
     n = len(column)
     offsets = column.offsets
     if not n or offsets[n].as_py() == offsets[0].as_py():
-        return _fixed(np.tile(np.frombuffer(EMPTY_MAP, np.uint8), (n, 1))), None
+        return _rows(np.tile(np.frombuffer(EMPTY_MAP, np.uint8), (n, 1))), None
     values = [dict(m) if m else {} for m in column.to_pylist()]
     encoded = pa.array([string_map(m) for m in values], pa.binary())
     sizes = [sum(len(k) + len(v) for k, v in m.items()) for m in values]
-    return _strings(encoded), sizes
+    return encoded, sizes
 
 
 class RangeData:
@@ -162,13 +200,17 @@ class RangeData:
     def from_parquet(cls, data: bytes) -> RangeData:
         """Return the records of the bytes of a range file."""
         table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
+        boundaries = _boundaries_of(table.schema.metadata)
         if "identity" not in table.column_names:
             entries = _decode_entries(table)
             ids = pa.array([e.identity for e in entries], pa.string())
             table = table.append_column("identity", ids)
         table = table.select(RANGE_SCHEMA.names).cast(RANGE_SCHEMA).combine_chunks()
         keys: list[str] = table.column("key").to_pylist()  # type: ignore[assignment]
-        return cls(table, keys)
+        rows = cls(table, keys)
+        if boundaries is not None and all(0 <= p < len(keys) for p in boundaries[1]):
+            rows._boundaries = boundaries
+        return rows
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -217,18 +259,16 @@ class RangeData:
             c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in cols[:8]
         ]
         key, address, address_type, size, mtime, checksum, content_type, metadata = arrays
-        parts: list[_Column] = []
+        fields: list[_Binary] = []
         for column in (key, address, address_type):
-            offsets, data = _strings(column)
-            parts += (_heads(offsets[1:] - offsets[:-1]), (offsets, data))
-        parts.append(_int64s(size.to_numpy(zero_copy_only=False)))
-        parts.append(_int64s(mtime.to_numpy(zero_copy_only=False)))
+            fields += _string_fields(column)
+        fields.append(_int64s(size.to_numpy(zero_copy_only=False)))
+        fields.append(_int64s(mtime.to_numpy(zero_copy_only=False)))
         for column in (checksum, content_type):
-            offsets, data = _strings(column)
-            parts += (_heads(offsets[1:] - offsets[:-1]), (offsets, data))
+            fields += _string_fields(column)
         maps, map_sizes = _maps(metadata)
-        parts.append(maps)
-        encoded = _interleave(parts) if len(self.keys) else (b"", np.zeros(1, np.int64))
+        fields.append(maps)
+        encoded = _join(fields)
         self._encoded = encoded
         per_record = np.full(len(self.keys), 48, np.int64)
         for column in (key, address, checksum, content_type):
@@ -329,12 +369,9 @@ def metarange_encoding(table: pa.Table) -> tuple[bytes, Ints]:
         c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in table.columns
     ]
     range_ids, min_keys, max_keys, counts, sizes = arrays
-    parts: list[_Column] = []
+    fields: list[_Binary] = []
     for column in (range_ids, min_keys, max_keys):
-        offsets, data = _strings(column)
-        parts += (_heads(offsets[1:] - offsets[:-1]), (offsets, data))
-    parts.append(_int64s(counts.to_numpy(zero_copy_only=False)))
-    parts.append(_int64s(sizes.to_numpy(zero_copy_only=False)))
-    if not len(table):
-        return b"", np.zeros(1, np.int64)
-    return _interleave(parts)
+        fields += _string_fields(column)
+    fields.append(_int64s(counts.to_numpy(zero_copy_only=False)))
+    fields.append(_int64s(sizes.to_numpy(zero_copy_only=False)))
+    return _join(fields)

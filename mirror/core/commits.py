@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from mirror.core.committed import WriteStats, apply_changes
+from mirror.core.committed import WriteStats
 from mirror.core.context import CatalogContext
 from mirror.core.errors import (
     CommitNotFoundError,
@@ -20,6 +20,7 @@ from mirror.core.model import Branch, Commit, Entry, Repository
 from mirror.core.protection import check_commit
 from mirror.core.resolve import resolve_ref
 from mirror.core.staging import StagingStore, Tombstone
+from mirror.core.tree_writer import apply_changes
 from mirror.core.validate import validate_branch_id, validate_metadata
 
 __all__ = [

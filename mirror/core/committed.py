@@ -13,7 +13,7 @@ import bisect
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from mirror.block.protocol import BlockStore
 from mirror.core.columnar import (
     RangeData,
     Run,
+    boundaries_metadata,
     build_range,
     metarange_encoding,
     records_table,
@@ -45,11 +46,8 @@ __all__ = [
     "METADATA_PREFIX",
     "ChunkingParams",
     "CommittedStore",
-    "MetaRangeWriter",
     "RangeInfo",
-    "TreeCursor",
     "WriteStats",
-    "apply_changes",
     "decode_metarange",
     "decode_range",
     "metarange_id",
@@ -260,35 +258,54 @@ class CommittedStore:
                 self._cache.popitem(last=False)
 
     def write_range(
-        self, records: list[Record], stats: WriteStats, size: int | None = None
+        self,
+        records: list[Record],
+        stats: WriteStats,
+        size: int | None = None,
+        raggedness: int | None = None,
     ) -> RangeInfo:
         """Write a range file for ``records`` (sorted, non-empty) unless it exists.
 
         ``size`` is the sum of the records' estimated sizes, when the caller has it already.
+        ``raggedness`` is given by a writer that split by that hash rule, so that no key but
+        the last can be a boundary: the file then records its boundaries for later rewrites.
         """
         rid, identities = range_digest(records)
         keys = [k for k, _ in records]
         entries = [e for _, e in records]
         if size is None:
             size = sum(map(estimate, keys, entries))
-        table = records_table(records, identities)
-        self._put_range(rid, table, stats)
         # entries are decoded again only if asked for: a bulk load writes many ranges in a row
-        self._remember("r:" + rid, RangeData(table, keys))
+        rows = RangeData(records_table(records, identities), keys)
+        self._put_range(rid, rows, stats, raggedness)
+        self._remember("r:" + rid, rows)
         return RangeInfo(rid, keys[0], keys[-1], len(records), size)
 
-    def write_pieces(self, pieces: list[Run | list[Record]], stats: WriteStats) -> RangeInfo:
+    def write_pieces(
+        self,
+        pieces: list[Run | list[Record]],
+        stats: WriteStats,
+        raggedness: int | None = None,
+    ) -> RangeInfo:
         """Write the range made of runs of existing ranges and new records, unless it exists.
 
         The file and ID are those :meth:`write_range` gives for the same records.
         """
         rid, rows, size = build_range(pieces)
-        self._put_range(rid, rows.table, stats)
+        self._put_range(rid, rows, stats, raggedness)
         self._remember("r:" + rid, rows)
         return RangeInfo(rid, rows.keys[0], rows.keys[-1], len(rows), size)
 
-    def _put_range(self, rid: RangeID, table: pa.Table, stats: WriteStats) -> None:
-        if self.block.put_if_absent(METADATA_PREFIX + rid, to_parquet(table)):
+    def _put_range(
+        self, rid: RangeID, rows: RangeData, stats: WriteStats, raggedness: int | None
+    ) -> None:
+        metadata = None
+        if raggedness is not None:
+            last = len(rows) - 1
+            positions = [last] if range_end_hash(rows.keys[last]) % raggedness == 0 else []
+            rows.know_boundaries(raggedness, positions)
+            metadata = boundaries_metadata(raggedness, positions)
+        if self.block.put_if_absent(METADATA_PREFIX + rid, to_parquet(rows.table, metadata)):
             stats.ranges_written += 1
             stats.written_keys.append(METADATA_PREFIX + rid)
 
@@ -417,243 +434,3 @@ class CommittedStore:
             keys, entries = self.read_range(r.id)
             j = bisect.bisect_left(keys, start) if start > r.min_key else 0
             yield from zip(keys[j:], entries[j:], strict=True)
-
-
-class MetaRangeWriter:
-    """Build a tree from sorted records and reused ranges, split by :class:`ChunkingParams`.
-
-    The open range is a list of pieces: runs of records of existing ranges (added with
-    :meth:`add_run`, never decoded into entries) and lists of new records (:meth:`add`).
-    """
-
-    def __init__(self, store: CommittedStore, params: ChunkingParams, stats: WriteStats) -> None:
-        self._store = store
-        self._params = params
-        self.stats = stats
-        self._ranges: list[_RowRun | list[RangeInfo]] = []
-        self._pieces: list[Run | list[Record]] = []
-        self._buf_bytes = 0
-
-    @property
-    def at_boundary(self) -> bool:
-        """Return whether no range is open, so an existing range may be appended whole."""
-        return not self._pieces
-
-    def add(self, key: str, entry: Entry) -> None:
-        """Append one record; keys must strictly increase."""
-        pieces = self._pieces
-        if pieces and isinstance(pieces[-1], list):
-            pieces[-1].append((key, entry))
-        else:
-            pieces.append([(key, entry)])
-        self._buf_bytes += estimate(key, entry)
-        if self._buf_bytes >= self._params.max_bytes or self._params.is_boundary_key(key):
-            self._flush()
-
-    def add_run(self, rows: RangeData, start: int, stop: int) -> None:
-        """Append records ``start`` to ``stop`` (excluded) of an existing range, unchanged.
-
-        The range ends where :meth:`add` of each record would have ended it: after a boundary
-        key of the hash rule, or at the record that brings the open range to ``max_bytes``.
-        """
-        if start >= stop:
-            return
-        boundaries = rows.boundaries(self._params.raggedness)
-        sums = rows.sizes()
-        while start < stop:
-            b = bisect.bisect_left(boundaries, start)
-            end = boundaries[b] if b < len(boundaries) else stop
-            # the first record with which the open range reaches max_bytes
-            need = self._params.max_bytes - self._buf_bytes + sums[start]
-            end = min(end, bisect.bisect_left(sums, need, start + 1) - 1)
-            if end >= stop:
-                self._pieces.append((rows, start, stop))
-                self._buf_bytes += sums[stop] - sums[start]
-                return
-            self._pieces.append((rows, start, end + 1))
-            self._buf_bytes += sums[end + 1] - sums[start]
-            self._flush()
-            start = end + 1
-
-    def add_ranges(self, infos: list[RangeInfo]) -> None:
-        """Append existing ranges unchanged; only allowed at a boundary."""
-        if self._pieces:
-            raise AssertionError("add_ranges with an open range")
-        self._add_info(*infos)
-        self.stats.ranges_reused += len(infos)
-
-    def reuse_ranges(self, rows: MetaRangeRows, start: int, stop: int) -> None:
-        """Append ranges ``start`` to ``stop`` (excluded) of a metarange unchanged."""
-        if self._pieces:
-            raise AssertionError("reuse_ranges with an open range")
-        if stop > start:
-            self._ranges.append((rows, start, stop))
-            self.stats.ranges_reused += stop - start
-
-    def _add_info(self, *infos: RangeInfo) -> None:
-        if self._ranges and isinstance(self._ranges[-1], list):
-            self._ranges[-1].extend(infos)
-        elif infos:
-            self._ranges.append(list(infos))
-
-    def _flush(self) -> None:
-        pieces = self._pieces
-        if not pieces:
-            return
-        if len(pieces) == 1 and isinstance(pieces[0], list):
-            info = self._store.write_range(pieces[0], self.stats, self._buf_bytes)
-        else:
-            info = self._store.write_pieces(pieces, self.stats)
-        rows = self._store._cached("r:" + info.id)
-        if isinstance(rows, RangeData):
-            # every key but the last was checked while the range was open
-            last = info.count - 1
-            ends = range_end_hash(info.max_key) % self._params.raggedness == 0
-            rows.know_boundaries(self._params.raggedness, [last] if ends else [])
-        self._add_info(info)
-        self._pieces = []
-        self._buf_bytes = 0
-
-    def close(self) -> MetaRangeID:
-        """Write the last range and the metarange; return the metarange ID.
-
-        An empty tree gets a written metarange and a real ID too; only a repository's initial
-        commit has the ID ``""`` (as in lakeFS, whose clients tell the two apart).
-        """
-        self._flush()
-        pieces = self._ranges
-        if all(isinstance(p, list) for p in pieces):
-            infos = [r for p in pieces if isinstance(p, list) for r in p]
-            return self._store.write_metarange(infos, self.stats)
-        return self._store.write_metarange_pieces(pieces, self.stats)
-
-
-class _Peekable:
-    __slots__ = ("_head", "_it")
-
-    def __init__(self, it: Iterable[Change]) -> None:
-        self._it = iter(it)
-        self._head: Change | None = next(self._it, None)
-
-    def peek(self) -> Change | None:
-        return self._head
-
-    def pop(self) -> Change:
-        head = self._head
-        assert head is not None
-        self._head = next(self._it, None)
-        return head
-
-
-def apply_changes(
-    store: CommittedStore,
-    params: ChunkingParams,
-    base: str,
-    changes: Iterable[Change],
-    stats: WriteStats | None = None,
-) -> tuple[MetaRangeID, WriteStats]:
-    """Apply sorted ``changes`` (``None`` deletes) onto tree ``base``; return the new tree.
-
-    A change whose entry has the same identity as the base record keeps the base record.
-    Ranges with no change in their key span are reused unread whenever the writer is at a
-    boundary, which is the case after every range that ended by rule. A range a change falls
-    in is rewritten as runs of its unchanged records around the changes (see
-    :meth:`MetaRangeWriter.add_run`), so its cost follows the changes more than its size.
-    """
-    stats = stats or WriteStats()
-    writer = MetaRangeWriter(store, params, stats)
-    pending = _Peekable(changes)
-    meta = store.metarange_rows(base)
-    ranges = meta.ranges
-    max_keys = store.max_keys(base, ranges)
-    i = 0
-    while i < len(ranges):
-        if writer.at_boundary:
-            # every range before the first one whose span holds the next change is untouched:
-            # reuse the run whole; all but the tree's last range ended by rule
-            nxt = pending.peek()
-            j = len(ranges) if nxt is None else bisect.bisect_left(max_keys, nxt[0], i)
-            if j > i:
-                r = ranges[j - 1]
-                tail_ok = params.ends_range(r) or (j == len(ranges) and nxt is None)
-                reuse = j if tail_ok else j - 1
-                writer.reuse_ranges(meta, i, reuse)
-                i = reuse
-                if i == j:
-                    continue
-        r = ranges[i]
-        i += 1
-        rows = store.read_rows(r.id)
-        stats.ranges_read += 1
-        keys = rows.keys
-        pos = 0
-        while (c := pending.peek()) is not None and c[0] <= r.max_key:
-            pending.pop()
-            key, entry = c
-            j = bisect.bisect_left(keys, key, pos)
-            writer.add_run(rows, pos, j)
-            pos = j
-            if j < len(keys) and keys[j] == key:
-                pos = j + 1
-                if entry is None:
-                    stats.removed += 1
-                elif entry.identity != rows.identity(j):
-                    writer.add(key, entry)
-                    stats.changed += 1
-                else:
-                    writer.add_run(rows, j, j + 1)
-            elif entry is not None:
-                writer.add(key, entry)
-                stats.added += 1
-        writer.add_run(rows, pos, len(keys))
-    while (c := pending.peek()) is not None:
-        pending.pop()
-        if c[1] is not None:
-            writer.add(c[0], c[1])
-            stats.added += 1
-    return writer.close(), stats
-
-
-class TreeCursor:
-    """Walk a tree record by record, able to skip whole ranges at range starts (for diffs)."""
-
-    def __init__(self, store: CommittedStore, mid: str, stats: WriteStats | None = None) -> None:
-        self._store = store
-        self._ranges = store.read_metarange(mid)
-        self._ri = 0
-        self._keys: list[str] | None = None
-        self._entries: list[Entry] = []
-        self._pos = 0
-        self._stats = stats
-
-    def range_start(self) -> RangeInfo | None:
-        """Return the next range if the cursor sits at its start, else ``None``."""
-        if self._keys is None and self._ri < len(self._ranges):
-            return self._ranges[self._ri]
-        return None
-
-    def skip_range(self) -> None:
-        """Skip the range the cursor sits at the start of, without reading it."""
-        self._ri += 1
-
-    def peek(self) -> Record | None:
-        """Return the next record without consuming it, or ``None`` at the end."""
-        while True:
-            if self._keys is None:
-                if self._ri >= len(self._ranges):
-                    return None
-                self._keys, self._entries = self._store.read_range(self._ranges[self._ri].id)
-                self._pos = 0
-                if self._stats is not None:
-                    self._stats.ranges_read += 1
-            if self._pos < len(self._keys):
-                return self._keys[self._pos], self._entries[self._pos]
-            self._keys = None
-            self._ri += 1
-
-    def advance(self) -> None:
-        """Consume the record returned by :meth:`peek`."""
-        self._pos += 1
-        if self._keys is not None and self._pos >= len(self._keys):
-            self._keys = None
-            self._ri += 1

@@ -4,10 +4,55 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mirror.core.committed import CommittedStore, TreeCursor, WriteStats
-from mirror.core.model import DiffEntry, DiffType
+from mirror.core.committed import CommittedStore, RangeInfo, Record, WriteStats
+from mirror.core.model import DiffEntry, DiffType, Entry
 
-__all__ = ["diff_trees"]
+__all__ = ["TreeCursor", "diff_trees"]
+
+
+class TreeCursor:
+    """Walk a tree record by record, able to skip whole ranges at range starts (for diffs)."""
+
+    def __init__(self, store: CommittedStore, mid: str, stats: WriteStats | None = None) -> None:
+        self._store = store
+        self._ranges = store.read_metarange(mid)
+        self._ri = 0
+        self._keys: list[str] | None = None
+        self._entries: list[Entry] = []
+        self._pos = 0
+        self._stats = stats
+
+    def range_start(self) -> RangeInfo | None:
+        """Return the next range if the cursor sits at its start, else ``None``."""
+        if self._keys is None and self._ri < len(self._ranges):
+            return self._ranges[self._ri]
+        return None
+
+    def skip_range(self) -> None:
+        """Skip the range the cursor sits at the start of, without reading it."""
+        self._ri += 1
+
+    def peek(self) -> Record | None:
+        """Return the next record without consuming it, or ``None`` at the end."""
+        while True:
+            if self._keys is None:
+                if self._ri >= len(self._ranges):
+                    return None
+                self._keys, self._entries = self._store.read_range(self._ranges[self._ri].id)
+                self._pos = 0
+                if self._stats is not None:
+                    self._stats.ranges_read += 1
+            if self._pos < len(self._keys):
+                return self._keys[self._pos], self._entries[self._pos]
+            self._keys = None
+            self._ri += 1
+
+    def advance(self) -> None:
+        """Consume the record returned by :meth:`peek`."""
+        self._pos += 1
+        if self._keys is not None and self._pos >= len(self._keys):
+            self._keys = None
+            self._ri += 1
 
 
 def diff_trees(

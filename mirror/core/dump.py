@@ -2,7 +2,7 @@
 
 As lakeFS's ``refs/dump`` does, each kind of ref becomes a metarange in the repository's
 storage namespace, written with the same range writer as committed data
-(:class:`~mirror.core.committed.MetaRangeWriter`), keyed by the ref's ID in order:
+(:class:`~mirror.core.tree_writer.MetaRangeWriter`), keyed by the ref's ID in order:
 
 - commits: the key is the commit ID; the record holds the whole commit (committer, message,
   metarange, date, parents, metadata, generation, version);
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mirror.core.committed import METADATA_PREFIX, CommittedStore, MetaRangeWriter, WriteStats
+from mirror.core.committed import METADATA_PREFIX, CommittedStore, WriteStats
 from mirror.core.errors import (
     CommitNotFoundError,
     InvalidRefError,
@@ -39,6 +39,7 @@ from mirror.core.errors import (
 from mirror.core.ids import BranchID, CommitID, TagID
 from mirror.core.model import Branch, Commit, Entry, Repository, decode_json, encode_json
 from mirror.core.staging import StagingStore
+from mirror.core.tree_writer import MetaRangeWriter
 from mirror.errors import InvalidValueError
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ lakeFS: importing into ``a/f1`` also drops ``a/f10``.
 The whole import is streamed. Each source listing is sorted (stores list in key order, sorted
 per directory at most), mapped keys keep that order, the sources are merged as sorted
 iterators, and the merged stream plus the deletions under destination prefixes become one
-sorted change stream that :func:`~mirror.core.committed.apply_changes` writes range by range.
+sorted change stream that :func:`~mirror.core.tree_writer.apply_changes` writes range by range.
 Memory therefore holds about one range of records and one listing page or directory per
 source, never the whole listing; and the ranges written are exactly those the core writes for
 the same records.
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from mirror.block.protocol import BlockStore, ObjectInfo
 from mirror.block.resolver import split_namespace
 from mirror.core.commits import new_commit
-from mirror.core.committed import WriteStats, apply_changes
+from mirror.core.committed import WriteStats
 from mirror.core.errors import (
     DirtyBranchError,
     LakeFSText,
@@ -39,6 +39,7 @@ from mirror.core.ids import BranchID
 from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Branch, Commit, Entry, Repository
 from mirror.core.repository_metadata import RepositoryMetadataStore
 from mirror.core.threeway import MERGE_STRATEGY_KEY
+from mirror.core.tree_writer import apply_changes
 from mirror.core.validate import validate_branch_id, validate_metadata, validate_path
 from mirror.errors import InvalidValueError, LakeMirrorError, PermissionDeniedError
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from enum import StrEnum
 
-from mirror.core.committed import ChunkingParams, CommittedStore, WriteStats, apply_changes
+from mirror.core.committed import ChunkingParams, CommittedStore, WriteStats
 from mirror.core.diff import diff_trees
 from mirror.core.errors import InvalidMergeStrategyError, MergeConflictError
 from mirror.core.ids import MetaRangeID
 from mirror.core.model import DiffEntry, Entry
+from mirror.core.tree_writer import apply_changes
 
 __all__ = ["MergeStrategy", "merge_changes", "merge_trees"]
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 
 from mirror.core.changes import is_dirty
 from mirror.core.commits import CommitResult, new_commit
-from mirror.core.committed import WriteStats, apply_changes
+from mirror.core.committed import WriteStats
 from mirror.core.context import CatalogContext
 from mirror.core.errors import (
     CherryPickParentRequiredError,
@@ -20,6 +20,7 @@ from mirror.core.ids import MetaRangeID
 from mirror.core.merge import MergeStrategy, merge_changes
 from mirror.core.model import Branch, Commit, Repository
 from mirror.core.resolve import commit_of
+from mirror.core.tree_writer import apply_changes
 from mirror.core.validate import validate_branch_id, validate_metadata
 
 __all__ = [

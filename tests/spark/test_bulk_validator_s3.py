@@ -40,7 +40,8 @@ def _records() -> Any:
 
 
 def test_an_s3_namespace_is_validated_from_staged_range_files(
-    spark: SparkSession, moto_region: MotoServer  # noqa: F811
+    spark: SparkSession,
+    moto_region: MotoServer,  # noqa: F811
 ) -> None:
     settings = s3_settings(moto_region)
     client = make_s3_client(settings)

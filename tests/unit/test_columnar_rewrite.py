@@ -17,18 +17,15 @@ import bisect
 import hashlib
 from collections.abc import Iterator
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirror.block.memory import MemoryBlockStore
 from mirror.core import AddressType, ChunkingParams, Entry, WriteStats
-from mirror.core.columnar import RangeData, records_table, to_parquet
-from mirror.core.committed import (
-    METADATA_PREFIX,
-    CommittedStore,
-    MetaRangeWriter,
-    apply_changes,
-)
+from mirror.core.columnar import BOUNDARIES_KEY, RangeData, records_table, to_parquet
+from mirror.core.committed import METADATA_PREFIX, CommittedStore
 from mirror.core.encoding import (
     estimate,
     key_hash,
@@ -36,6 +33,7 @@ from mirror.core.encoding import (
     range_header,
     record_encoding,
 )
+from mirror.core.tree_writer import MetaRangeWriter, apply_changes
 
 # small ranges, so that a few dozen records span many ranges, hash boundaries and size splits
 PARAMS = (
@@ -223,3 +221,26 @@ def test_columns_encode_as_the_records_do(tree: dict[str, Entry]) -> None:
     for raggedness in (2, 3, 512):
         expected = [i for i, (k, _) in enumerate(records) if key_hash(k) % raggedness == 0]
         assert rows.boundaries(raggedness) == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(trees, st.sampled_from(PARAMS))
+def test_range_files_record_their_boundaries(
+    tree: dict[str, Entry], params: ChunkingParams
+) -> None:
+    """A range file written by the tree writer says where its hash-rule boundaries are, and a
+    cold read trusts it only for the raggedness it was written with."""
+    block = MemoryBlockStore("mem://boundaries")
+    mid, _ = apply_changes(CommittedStore(block), params, "", sorted(tree.items()))
+    cold = CommittedStore(block, cache_size=0)
+    for info in cold.read_metarange(mid):
+        data = block.get(METADATA_PREFIX + info.id)
+        recorded = pq.ParquetFile(pa.BufferReader(data)).schema_arrow.metadata[BOUNDARIES_KEY]
+        rows = RangeData.from_parquet(data)
+        expected = [i for i, k in enumerate(rows.keys) if key_hash(k) % params.raggedness == 0]
+        assert recorded == f"{params.raggedness}:{','.join(map(str, expected))}".encode()
+        assert rows._boundaries == (params.raggedness, expected)
+        other = params.raggedness + 1
+        assert rows.boundaries(other) == [
+            i for i, k in enumerate(rows.keys) if key_hash(k) % other == 0
+        ]

@@ -103,11 +103,15 @@ def test_import_holds_about_one_range_of_records(
     original = CommittedStore.write_range
 
     def counting(
-        self: CommittedStore, records: list, stats: WriteStats, size: int | None = None
+        self: CommittedStore,
+        records: list,
+        stats: WriteStats,
+        size: int | None = None,
+        raggedness: int | None = None,
     ) -> RangeInfo:
         written[0] += len(records)
         largest[0] = max(largest[0], len(records))
-        return original(self, records, stats, size)
+        return original(self, records, stats, size, raggedness)
 
     monkeypatch.setattr(CommittedStore, "write_range", counting)
     held: list[int] = []

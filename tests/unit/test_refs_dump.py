@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from mirror.core import CommitNotFoundError, InvalidRefError
-from mirror.core.committed import MetaRangeWriter, WriteStats
+from mirror.core.committed import WriteStats
 from mirror.core.dump import (
     COMMIT_RECORD,
     MANIFEST_KEY,
@@ -23,6 +23,7 @@ from mirror.core.dump import (
 )
 from mirror.core.errors import RepositoryReadOnlyError
 from mirror.core.model import Commit, Entry
+from mirror.core.tree_writer import MetaRangeWriter
 from mirror.errors import InvalidValueError
 
 if TYPE_CHECKING:
