@@ -277,6 +277,9 @@ class ActionsSettings(_Section):
     """Threads of a server process running post-event hooks in the background."""
     mirror_post_hooks: bool = False
     """Run post-commit hooks in a mirror's region when the replicant advances its branch."""
+    post_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
+    """How long a process's claim on a pending post-event holds unrenewed: the events of a
+    process that died run in another that long after."""
 
 
 class LoggingSettings(_Section):

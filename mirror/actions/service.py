@@ -8,7 +8,9 @@ hook's output log in the repository's namespace at
 ``_lakefs/actions/log/<run>/<hook_run_id>.log`` next to ``run.manifest``.
 
 Pre-event hooks run in the caller's thread and abort the operation on failure. Post-event hooks
-run on a small thread pool after the operation returns; their failures are only recorded.
+run on a small thread pool after the operation returns; their failures are only recorded. A
+post-event is kept in the KV until its run is recorded (:mod:`mirror.actions.post_queue`), so one
+cut short by a crash runs again in another process: at least once.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from mirror.actions.model import ACTIONS_PREFIX, Action, ActionFileError, parse_action
+from mirror.actions.pending import PendingEvent, PendingEvents
+from mirror.actions.post_queue import PostQueue, process_name
 from mirror.actions.runs import (
     HookRunRecord,
     RunRecord,
@@ -39,7 +43,7 @@ from mirror.actions.webhook import call_hook
 from mirror.core.committed import RangeInfo
 from mirror.core.hooks import HookAbortError, HookEvent, HookRun
 from mirror.core.model import ObjectStat
-from mirror.errors import LakeMirrorError
+from mirror.errors import LakeMirrorError, NotFoundError
 
 if TYPE_CHECKING:
     from mirror.core.catalog import Catalog
@@ -98,6 +102,9 @@ class ActionsService:
         post_workers: Threads running post-event hooks.
         mirror_post_hooks: Run post-commit hooks when a mirror's branch advances (the
             replicant moved it once the data arrived); off: hooks never run on mirrors.
+        post_lease: Seconds this process's claim on a pending post-event holds unrenewed;
+            a dead process's events run elsewhere that long after it died.
+        owner: This process's name in those claims (default: host, process ID, random).
         clock: Returns the current time in seconds.
     """
 
@@ -109,6 +116,8 @@ class ActionsService:
         environ: Mapping[str, str] | None = None,
         post_workers: int = 4,
         mirror_post_hooks: bool = False,
+        post_lease: float = 30.0,
+        owner: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.mirror_post_hooks = mirror_post_hooks
@@ -117,7 +126,8 @@ class ActionsService:
         self.env_prefix = env_prefix
         self.environ = os.environ if environ is None else environ
         self.clock = clock
-        self._post_pool = ThreadPoolExecutor(post_workers, thread_name_prefix="post-hooks")
+        self.pending = PendingEvents(catalog.kv, owner or process_name(), post_lease, clock)
+        self._post = PostQueue(self.pending, self._run_post, workers=post_workers)
         # one client for every hook: it keeps connections and builds its TLS context once
         self._http = httpx.Client(follow_redirects=False)
         # the actions of a commit never change (its ID hashes its tree), so they are kept; a
@@ -148,35 +158,53 @@ class ActionsService:
         return HookRun(run.run_id)
 
     def post(self, event: HookEvent, pre: HookRun | None = None) -> None:
-        """Record the new commit on the pre-commit run, then start the post-event hooks."""
+        """Record the new commit on the pre-commit run, then start the post-event hooks.
+
+        The event is recorded as pending in the KV before this returns (so before the
+        operation answers), and runs on the post-event pool.
+        """
+        try:
+            repo = self.catalog.get_repository(event.repository)
+        except LakeMirrorError as exc:
+            log.warning("%s hooks of %s not run: %s", event.event_type, event.repository, exc)
+            return
         if pre is not None and pre.run_id and event.commit_id:
             try:
-                repo = self.catalog.get_repository(event.repository)
                 if not self.runs.get(repo, pre.run_id).commit_id:
                     self.runs.set_commit(repo, pre.run_id, event.commit_id)
             except LakeMirrorError as exc:
                 log.warning("could not record the commit of run %s: %s", pre.run_id, exc)
-        self._post_pool.submit(self._run_post, event)
+        if repo.read_only and not self.mirror_post_hooks:
+            return
+        self._post.submit(repo, event)
+
+    def start(self) -> None:
+        """Run the post-events other processes left pending when they died, from now on.
+
+        A server calls this once it serves; :meth:`post` starts it too.
+        """
+        self._post.start()
 
     def close(self, wait: bool = True) -> None:
-        """Stop the post-event pool (waiting for the hooks already started)."""
-        self._post_pool.shutdown(wait=wait)
+        """Stop the post-event pool (waiting for the hooks already queued)."""
+        self._post.close(wait=wait)
         if wait:
             self._http.close()
 
     # running
 
-    def _run_post(self, event: HookEvent) -> None:
+    def _run_post(self, pending: PendingEvent) -> None:
+        """Run a pending post-event (raises :class:`UnavailableError` to have it run again)."""
+        event = pending.event
         try:
-            if (
-                not self.mirror_post_hooks
-                and self.catalog.get_repository(event.repository).read_only
-            ):
-                return
-            run = self.run(event)
-        except Exception as exc:  # a background hook must never take its thread down
-            log.warning("%s hooks of %s not run: %s", event.event_type, event.repository, exc)
+            repo = self.catalog.get_repository(event.repository)
+        except NotFoundError:
+            return  # deleted since: its events went with it
+        if repo.instance_uid != pending.instance_uid:
+            return  # deleted and created again under its name
+        if repo.read_only and not self.mirror_post_hooks:
             return
+        run = self.run(event)
         if run is not None and run.status == "failed":
             log.warning(
                 "%s hooks of %s failed, run %s", event.event_type, event.repository, run.run_id

@@ -88,6 +88,7 @@ def create_app(
     local_root: str | Path | None = None,
     namespace_schemes: Iterable[str] = ("local",),
     worker_header: bool = False,
+    on_startup: Iterable[Callable[[], object]] = (),
     on_shutdown: Iterable[Callable[[], object]] = (),
     async_ops: bool = True,
     task_settings: RunnerSettings | None = None,
@@ -103,6 +104,7 @@ def create_app(
         local_root: The directory relative ``local://`` namespaces resolve under.
         namespace_schemes: Schemes a new repository's storage namespace may use.
         worker_header: Name the answering process in :data:`WORKER_HEADER`.
+        on_startup: Called, in order, when the app starts (before the first request).
         on_shutdown: Called, in order, when the app shuts down (after the last request).
         async_ops: Serve asynchronous commit and merge (``/config`` advertises them).
         task_settings: How background tasks run (TTL, heartbeat, shutdown bound).
@@ -111,6 +113,7 @@ def create_app(
             is the only process of its installation).
     """
     auth_store.ensure_builtins()
+    starters = tuple(on_startup)
     closers = tuple(on_shutdown)
     metrics = http_metrics.HttpMetrics()
 
@@ -122,6 +125,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if runner is not None:
             runner.start()
+        for start in starters:
+            start()
         try:
             yield
         finally:

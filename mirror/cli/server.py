@@ -271,14 +271,18 @@ def build_app(
     """
     root = config.local_root().resolve()
     closers: list[Callable[[], object]] = []
+    starters: list[Callable[[], object]] = []
     if config.actions.enabled:
         hooks = ActionsService(
             catalog,
             env_prefix=config.actions.env.prefix,
             post_workers=config.actions.post_workers,
             mirror_post_hooks=config.actions.mirror_post_hooks,
+            post_lease=config.actions.post_lease_seconds,
         )
         catalog.hooks = hooks
+        # the post-events a dead process left pending run here
+        starters.append(hooks.start)
         # the post-event hooks already queued record their runs before the KV closes
         closers.append(hooks.close)
     if close_kv:
@@ -289,6 +293,7 @@ def build_app(
         local_root=root,
         namespace_schemes=schemes,
         worker_header=worker_header,
+        on_startup=starters,
         on_shutdown=closers,
         async_ops=config.server.async_ops,
         task_settings=RunnerSettings(

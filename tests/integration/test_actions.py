@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -521,4 +522,56 @@ def test_mirror_branch_advance_runs_post_commit_hooks(
         "post-commit",
         "completed",
         head,
+    )
+
+
+def _crash_server(data: Path, log: Path) -> AbstractContextManager[Server]:
+    env = {"LAKEMIRROR_ACTIONS__POST_LEASE_SECONDS": "1"}
+    return running_server(data, log, access_key_id=KEY[0], secret_access_key=KEY[1], env=env)
+
+
+@pytest.mark.slow
+def test_post_hook_cut_short_by_a_crash_runs_in_the_next_process(tmp_path: Path) -> None:
+    """kill -9 while a post-commit webhook is held: the next process over the KV delivers it."""
+    data = tmp_path / "data"
+    name = unique("crash")
+    action = _action("Held", "  post-commit:", _webhook("held", "{url}/slow"))
+    with webhook_receiver() as held:
+        with (
+            _crash_server(data, tmp_path / "first.log") as first,
+            httpx.Client(base_url=f"{first.url}/api/v1", auth=KEY, timeout=30.0) as http,
+        ):
+            made = http.post(
+                "/repositories", json={"name": name, "storage_namespace": first.namespace(name)}
+            )
+            assert made.status_code == 201, made.text
+            put = http.post(
+                f"/repositories/{name}/branches/main/objects",
+                params={"path": "_lakefs_actions/held.yaml"},
+                content=action.replace("{url}", held.url).encode(),
+            )
+            assert put.status_code == 201, put.text
+            commit = http.post(f"/repositories/{name}/branches/main/commits", json={"message": "m"})
+            assert commit.status_code == 201, commit.text
+            commit_id = commit.json()["id"]
+            held.wait_for(name, lambda calls: len(calls) == 1)
+            first.process.kill()
+            first.process.wait()
+        with (
+            _crash_server(data, tmp_path / "second.log") as second,
+            httpx.Client(base_url=f"{second.url}/api/v1", auth=KEY, timeout=30.0) as http,
+        ):
+            held.release.set()
+            calls = held.wait_for(name, lambda calls: len(calls) == 2)
+            assert [c.body["event_type"] for c in calls] == ["post-commit"] * 2
+            assert [c.body["commit_id"] for c in calls] == [commit_id] * 2
+            deadline = time.monotonic() + DEADLINE
+            while not (runs := http.get(f"/repositories/{name}/actions/runs").json()["results"]):
+                assert time.monotonic() < deadline, "the run was never recorded"
+                time.sleep(0.05)
+    (run,) = runs
+    assert (run["event_type"], run["status"], run["commit_id"]) == (
+        "post-commit",
+        "completed",
+        commit_id,
     )
