@@ -56,7 +56,8 @@ _Binary = Any
 
 # Columns whose values repeat across records keep Parquet's dictionary encoding; keys, addresses,
 # checksums and identities are unique per record, where a dictionary only costs time and bytes.
-# Range and metarange IDs hash the records, not the file, so these options do not change them.
+# Files are read whole, so they carry no column statistics either. Range and metarange IDs hash
+# the records, not the file, so these options do not change them.
 _DICTIONARY_COLUMNS = [
     "address_type",
     "content_type",
@@ -93,7 +94,13 @@ def to_parquet(table: pa.Table, metadata: dict[bytes, bytes] | None = None) -> b
     if metadata:
         table = table.replace_schema_metadata(metadata)
     # a list of columns is what pyarrow documents; its stubs only know a bool
-    pq.write_table(table, buf, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS)  # type: ignore[arg-type]
+    pq.write_table(
+        table,
+        buf,
+        compression="zstd",
+        use_dictionary=_DICTIONARY_COLUMNS,  # type: ignore[arg-type]
+        write_statistics=False,
+    )
     return buf.getvalue()
 
 
