@@ -28,7 +28,7 @@ from mirror.core.model import Repository
 from mirror.kv.errors import KVPreconditionFailedError
 from mirror.kv.protocol import KV
 
-__all__ = ["PREFIX", "Claim", "PendingEvent", "PendingEvents", "new_event_id"]
+__all__ = ["PREFIX", "Claim", "PendingEvent", "PendingEvents", "delete_pending", "new_event_id"]
 
 PREFIX = b"actions/pending/"
 """Where every pending post-event is, under ``<repo>:<instance>/``."""
@@ -180,7 +180,8 @@ class PendingEvents:
         """Return the pending events of ``repo`` (oldest first)."""
         return [PendingEvent.decode(raw) for _, raw in self.kv.scan(_scope(repo))]
 
-    def delete_repository(self, repo: Repository) -> None:
-        """Remove every pending event of ``repo`` (a deleted repository runs no more hooks)."""
-        for key in [k for k, _ in self.kv.scan(_scope(repo))]:
-            self.kv.delete(key)
+
+def delete_pending(kv: KV, repo: Repository) -> None:
+    """Remove every pending event of ``repo`` (a deleted repository runs no more hooks)."""
+    for key in [k for k, _ in kv.scan(_scope(repo))]:
+        kv.delete(key)

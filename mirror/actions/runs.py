@@ -8,7 +8,8 @@ Every server process sharing the KV sees every run. Keys:
   ``branch`` and ``commit`` filters of the runs API.
 
 ``<instance>`` is the repository record's ``instance_uid``: a repository deleted and created
-again under the same name starts with no runs.
+again under the same name starts with no runs. Deleting a repository removes its runs
+(:meth:`RunStore.delete_repository`, a cleanup the API registers on the catalog).
 
 Run IDs sort newest first (lakeFS's reverse-time IDs), so a prefix scan lists runs newest first.
 """
@@ -151,6 +152,13 @@ class RunStore:
         if run.commit_id:
             items.append((_key(_BY_COMMIT, scope, run.commit_id, run.run_id), b""))
         self.kv.set_many(items)
+
+    def delete_repository(self, repo: Repository) -> None:
+        """Delete every run of ``repo`` and their index entries (none left: no error)."""
+        scope = _scope(repo)
+        for prefix in (_RUNS, _BY_BRANCH, _BY_COMMIT):
+            for key in [k for k, _ in self.kv.scan(_key(prefix, scope, ""))]:
+                self.kv.delete(key)
 
     def set_commit(self, repo: Repository, run_id: str, commit_id: str) -> None:
         """Fill in the commit of a pre-commit run once the commit exists."""

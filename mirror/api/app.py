@@ -18,6 +18,10 @@ from mirror.api.auth.store import AuthStore
 from mirror.api.auth.tokens import LoginTokens
 from mirror.api.deps import ApiState
 from mirror.api.errors import install_error_handlers
+from mirror.api.repository_cleanups import (
+    register_repository_cleanups,
+    resume_deletions_in_background,
+)
 from mirror.api.routers import actions as actions_routes
 from mirror.api.routers import async_ops as async_ops_routes
 from mirror.api.routers import (
@@ -113,6 +117,7 @@ def create_app(
             is the only process of its installation).
     """
     auth_store.ensure_builtins()
+    register_repository_cleanups(catalog)
     starters = tuple(on_startup)
     closers = tuple(on_shutdown)
     metrics = http_metrics.HttpMetrics()
@@ -127,6 +132,7 @@ def create_app(
             runner.start()
         for start in starters:
             start()
+        resume_deletions_in_background(catalog)
         try:
             yield
         finally:

@@ -23,6 +23,11 @@ class HiddenBranches:
     def _key(repo: Repository, branch: str) -> bytes:
         return f"api/hidden-branches/{repo.id}:{repo.instance_uid}/{branch}".encode()
 
+    def delete_repository(self, repo: Repository) -> None:
+        """Remove every mark of ``repo`` (a deleted repository's; none left: no error)."""
+        for key in [k for k, _ in self.kv.scan(self._key(repo, ""))]:
+            self.kv.delete(key)
+
     def set(self, repo: Repository, branch: str, hidden: bool) -> None:
         """Mark ``branch`` hidden or visible."""
         if hidden:

@@ -29,6 +29,7 @@ from mirror.core.catalog_objects import ObjectsFacade
 from mirror.core.commits import CommitResult
 from mirror.core.committed import ChunkingParams, CommittedStore
 from mirror.core.context import CatalogContext
+from mirror.core.deletion import RepositoryCleanup, RepositoryDeletion
 from mirror.core.errors import BranchNotFoundError
 from mirror.core.hooks import HookAbortError, HookEvent, HookRun, Hooks, NoHooks
 from mirror.core.ids import CommitID, TagID
@@ -96,6 +97,7 @@ class Catalog(ObjectsFacade):
         )
         # the committed stores kept open, one per namespace; namespace_cache_size bounds them
         self._committed = self._ctx.committed_stores
+        self._deletion = RepositoryDeletion(kv, self._ctx.refs, self._ctx.staging)
 
     # plumbing
 
@@ -194,9 +196,25 @@ class Catalog(ObjectsFacade):
         return self._ctx.refs.list_repositories(prefix, after)
 
     def delete_repository(self, name: str, *, force: bool = False) -> None:
-        """Delete a repository's records (its storage namespace is left as it is)."""
+        """Delete a repository and every KV record of it (its storage namespace is left as it is).
+
+        See :mod:`mirror.core.deletion`: the records the layers above keep go through the
+        cleanups registered with :meth:`add_repository_cleanup`.
+        """
         repo = self._ctx.writable(name, force)
-        self._ctx.refs.delete_repository(repo)
+        self._deletion.delete(repo)
+
+    def add_repository_cleanup(self, name: str, cleanup: RepositoryCleanup) -> None:
+        """Have :meth:`delete_repository` run ``cleanup`` on every deleted repository instance.
+
+        ``cleanup`` removes the records one kind keeps of it (the core cannot import the layers
+        that keep them) and must be idempotent. A second cleanup under ``name`` replaces the first.
+        """
+        self._deletion.register(name, cleanup)
+
+    def resume_deletions(self) -> int:
+        """Finish the deletions a failure left half-done (see :mod:`mirror.core.deletion`)."""
+        return self._deletion.resume()
 
     # roles (mirror or source)
 

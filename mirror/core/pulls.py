@@ -18,9 +18,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from mirror.core.catalog import Catalog
 from mirror.core.errors import (
     INVALID_VALUE,
     LakeFSText,
@@ -32,6 +31,9 @@ from mirror.core.model import Repository
 from mirror.errors import ConflictError, InvalidValueError, NotFoundError
 from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
 from mirror.kv.protocol import KV
+
+if TYPE_CHECKING:
+    from mirror.core.catalog import Catalog
 
 __all__ = [
     "STATUSES",
@@ -200,6 +202,11 @@ class PullRequestStore:
     @staticmethod
     def _prefix(repo: Repository) -> bytes:
         return f"pulls/{repo.id}:{repo.instance_uid}/".encode()
+
+    def delete_repository(self, repo: Repository) -> None:
+        """Delete every pull request of ``repo`` (of that instance; none left: no error)."""
+        for key in [k for k, _ in self.kv.scan(self._prefix(repo))]:
+            self.kv.delete(key)
 
     def _key(self, repo: Repository, pull_id: str) -> bytes:
         if not is_pull_request_id(pull_id):

@@ -147,11 +147,12 @@ class RefStore:
         for _, value in self.kv.scan(_REPOS + prefix.encode(), start):
             yield Repository.decode(value)
 
-    def delete_repository(self, repo: Repository) -> None:
-        """Delete the repository record, then every record under its instance prefix.
+    def remove_repository(self, repo: Repository) -> None:
+        """Remove the repository record of instance ``repo`` (compare-and-swap).
 
-        Only the instance ``repo`` names is deleted: a repository re-created under the same
-        name meanwhile (by another process, say) stays.
+        Only the instance ``repo`` names is removed: a repository re-created under the same
+        name meanwhile (by another process, say) stays. The records under its instance prefix
+        are left to :meth:`delete_instance`.
 
         Raises:
             RepositoryNotFoundError: that instance of the repository is gone already.
@@ -168,6 +169,9 @@ class RefStore:
             self.kv.delete_if(key, raw)
         except KVPreconditionFailedError as exc:
             raise gone from exc
+
+    def delete_instance(self, repo: Repository) -> None:
+        """Delete every record under the instance prefix of ``repo`` (none left: no error)."""
         part = self._part(repo)
         while True:
             keys = [k for k, _ in itertools.islice(self.kv.scan(part), 1000)]

@@ -35,6 +35,10 @@ class RepositoryMetadataStore:
     def _key(repo: Repository) -> bytes:
         return f"repometa/{repo.id}:{repo.instance_uid}".encode()
 
+    def delete_repository(self, repo: Repository) -> None:
+        """Delete the whole metadata map of ``repo`` (a deleted repository's; none: no error)."""
+        self.kv.delete(self._key(repo))
+
     def _read(self, repo: Repository) -> tuple[dict[str, str], bytes | None]:
         try:
             raw = self.kv.get(self._key(repo))

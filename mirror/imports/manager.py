@@ -24,7 +24,7 @@ from mirror.core.imports import (
     require_clean,
     validate_sources,
 )
-from mirror.core.model import Commit
+from mirror.core.model import Commit, Repository
 from mirror.errors import ConflictError
 from mirror.imports.records import (
     CANCELED_ERROR,
@@ -108,10 +108,10 @@ class ImportManager:
             task="",
             update_time=self.clock(),
         )
-        self.records.create(record)
+        self.records.create(repo, record)
 
         def work() -> dict[str, Any]:
-            self._run(record, sources, committer, message, metadata, commit_view)
+            self._run(repo, record, sources, committer, message, metadata, commit_view)
             return {"import": record.id}
 
         if self.runner is None:
@@ -125,21 +125,26 @@ class ImportManager:
             work,
             lambda exc: (500, str(exc)),
         )
-        self._update(record.repository, record.id, lambda r: replace(r, task=task.id))
+        self._update(repo, record.id, lambda r: replace(r, task=task.id))
         return replace(record, task=task.id)
 
     def _update(
-        self, repository: str, import_id: str, change: Callable[[ImportRecord], ImportRecord]
+        self, repo: Repository, import_id: str, change: Callable[[ImportRecord], ImportRecord]
     ) -> ImportRecord:
-        """Apply ``change`` to the stored record, reading it again whenever it changed."""
+        """Apply ``change`` to the stored record, reading it again whenever it changed.
+
+        Raises:
+            ImportNotFoundError: the record is gone (its repository was deleted).
+        """
         while True:
-            current, raw = self.records.get_raw(repository, import_id)
+            current, raw = self.records.get_raw(repo, import_id)
             updated = change(current)
-            if self.records.replace(raw, updated) is not None:
+            if self.records.replace(repo, raw, updated) is not None:
                 return updated
 
     def _run(
         self,
+        repo: Repository,
         record: ImportRecord,
         sources: Sequence[ImportSource],
         committer: str,
@@ -156,7 +161,7 @@ class ImportManager:
             while not stop.wait(self.save_interval):
                 try:
                     saved = self._update(
-                        record.repository,
+                        repo,
                         record.id,
                         lambda r: r.with_progress(ingested[0], self.clock()),
                     )
@@ -176,19 +181,20 @@ class ImportManager:
         saver.daemon = True
         saver.start()
         try:
-            self._import(record, sources, committer, message, metadata, commit_view, progress)
+            self._import(repo, record, sources, committer, message, metadata, commit_view, progress)
         finally:
             stop.set()
             saver.join()
 
-    def _check_cancel(self, record: ImportRecord) -> None:
+    def _check_cancel(self, repo: Repository, record: ImportRecord) -> None:
         """Stop the import if a cancel came since the last progress save."""
-        current, _ = self.records.get_raw(record.repository, record.id)
+        current, _ = self.records.get_raw(repo, record.id)
         if current.cancel:
             raise ImportCanceledError()
 
     def _import(
         self,
+        repo: Repository,
         record: ImportRecord,
         sources: Sequence[ImportSource],
         committer: str,
@@ -207,7 +213,7 @@ class ImportManager:
                 message=message,
                 metadata=metadata,
                 progress=progress,
-                before_commit=lambda: self._check_cancel(record),
+                before_commit=lambda: self._check_cancel(repo, record),
                 clock=self.clock,
             )
         except Exception as exc:
@@ -215,14 +221,14 @@ class ImportManager:
             error = CANCELED_ERROR if canceled else f"import error: {exc}"
             log.info("import failed", import_id=record.id, error=error)
             self._update(
-                record.repository,
+                repo,
                 record.id,
                 lambda r: replace(r, completed=False, error=error, update_time=self.clock()),
             )
             return
         view = commit_view(result.commit)
         self._update(
-            record.repository,
+            repo,
             record.id,
             lambda r: replace(
                 r,
@@ -245,8 +251,8 @@ class ImportManager:
             RepositoryNotFoundError: no such repository.
             ImportNotFoundError: no such import in the repository.
         """
-        self.catalog.get_repository(repository)
-        record, _ = self.records.get_raw(repository, import_id)
+        repo = self.catalog.get_repository(repository)
+        record, _ = self.records.get_raw(repo, import_id)
         if record.ended or not record.task or self.runner is None:
             return record
         try:
@@ -265,11 +271,11 @@ class ImportManager:
             ImportNotFoundError: no such import in the repository.
             ImportCompletedError: the import already committed.
         """
-        self.catalog.get_repository(repository)
+        repo = self.catalog.get_repository(repository)
 
         def canceled(r: ImportRecord) -> ImportRecord:
             if r.completed:
                 raise ImportCompletedError(f"import {import_id!r} already completed")
             return replace(r, cancel=True, error=CANCELED_ERROR, update_time=self.clock())
 
-        self._update(repository, import_id, canceled)
+        self._update(repo, import_id, canceled)

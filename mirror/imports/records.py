@@ -1,6 +1,9 @@
 """Import status records in the KV, shared by every server process.
 
-KV layout: ``imports/<repository>/<id>`` → :class:`ImportRecord` (JSON). The process running
+KV layout: ``imports/<repository>:<instance>/<id>`` → :class:`ImportRecord` (JSON), keyed by
+the repository instance (its ``instance_uid``) like every record of a repository: one created
+again under the name sees none of its predecessor's imports, and deleting the repository
+removes them (:meth:`ImportRecords.delete_repository`). The process running
 an import rewrites its record about every second (``ingested_objects``, ``update_time``) and
 when it ends; a cancel request rewrites it too, so every write is a compare-and-swap and the
 runner notices a cancel at its next save.
@@ -13,6 +16,7 @@ import secrets
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from mirror.core.model import Repository
 from mirror.errors import NotFoundError
 from mirror.kv import KV, KeyNotFoundError, KVPreconditionFailedError
 
@@ -106,32 +110,43 @@ class ImportRecords:
         self.kv = kv
 
     @staticmethod
-    def _key(repository: str, import_id: str) -> bytes:
-        return _PREFIX + f"{repository}/{import_id}".encode()
+    def _prefix(repo: Repository) -> bytes:
+        return _PREFIX + f"{repo.id}:{repo.instance_uid}/".encode()
 
-    def create(self, record: ImportRecord) -> bytes:
-        """Store a new record; return its bytes."""
+    def _key(self, repo: Repository, import_id: str) -> bytes:
+        return self._prefix(repo) + import_id.encode()
+
+    def create(self, repo: Repository, record: ImportRecord) -> bytes:
+        """Store a new record of an import into ``repo``; return its bytes."""
         raw = record.encode()
-        self.kv.set_if(self._key(record.repository, record.id), raw, None)
+        self.kv.set_if(self._key(repo, record.id), raw, None)
         return raw
 
-    def get_raw(self, repository: str, import_id: str) -> tuple[ImportRecord, bytes]:
+    def get_raw(self, repo: Repository, import_id: str) -> tuple[ImportRecord, bytes]:
         """Return a record and its stored bytes.
 
         Raises:
             ImportNotFoundError: no such import in the repository.
         """
         try:
-            raw = self.kv.get(self._key(repository, import_id))
+            raw = self.kv.get(self._key(repo, import_id))
         except KeyNotFoundError as exc:
             raise ImportNotFoundError(import_id) from exc
         return ImportRecord.decode(raw), raw
 
-    def replace(self, expected: bytes, record: ImportRecord) -> bytes | None:
-        """Store ``record`` if its record still holds ``expected``; ``None`` if it changed."""
+    def replace(self, repo: Repository, expected: bytes, record: ImportRecord) -> bytes | None:
+        """Store ``record`` if its record still holds ``expected``; ``None`` if it changed.
+
+        A record removed meanwhile (its repository was deleted) is not written again.
+        """
         raw = record.encode()
         try:
-            self.kv.set_if(self._key(record.repository, record.id), raw, expected)
+            self.kv.set_if(self._key(repo, record.id), raw, expected)
         except KVPreconditionFailedError:
             return None
         return raw
+
+    def delete_repository(self, repo: Repository) -> None:
+        """Delete every import record of ``repo`` (none left: no error)."""
+        for key in [k for k, _ in self.kv.scan(self._prefix(repo))]:
+            self.kv.delete(key)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from mirror.actions import ActionsService
-from mirror.actions.pending import PREFIX, PendingEvent, PendingEvents
+from mirror.actions.pending import PREFIX, PendingEvent, PendingEvents, delete_pending
 from mirror.actions.post_queue import PostQueue
 from mirror.core import open_memory
 from mirror.core.hooks import HookEvent
@@ -105,7 +105,7 @@ def test_delete_repository_removes_only_that_instance() -> None:
     store.add(REPO, EVENT)
     other = Repository(RepositoryID("r"), "mem://r", BranchID("main"), 0, "uid-2")
     kept = store.add(other, EVENT)
-    store.delete_repository(REPO)
+    delete_pending(kv, REPO)
     assert store.of(REPO) == []
     assert store.of(other) == [kept.pending]
 
