@@ -33,6 +33,7 @@ EVENT = HookEvent(
     commit_metadata={"k": "v"},
 )
 DEADLINE = 10.0
+LEASE = 1.0  # long enough for a loaded machine to renew in time (every third of it)
 
 
 class Clock:
@@ -164,13 +165,13 @@ def test_a_running_event_keeps_its_claim_past_the_lease() -> None:
         started.set()
         release.wait(DEADLINE)
 
-    owner = PostQueue(PendingEvents(kv, "owner", 0.3), slow, workers=1)
-    other = PostQueue(PendingEvents(kv, "other", 0.3), taken.append, workers=1)
+    owner = PostQueue(PendingEvents(kv, "owner", LEASE), slow, workers=1)
+    other = PostQueue(PendingEvents(kv, "other", LEASE), taken.append, workers=1)
     owner.submit(REPO, EVENT)
     other.start()
     assert started.wait(DEADLINE)
-    before = PendingEvents(kv, "x", 0.3).of(REPO)[0].expires
-    _until(lambda: PendingEvents(kv, "x", 0.3).of(REPO)[0].expires > before + 0.3, "renewals")
+    before = PendingEvents(kv, "x", LEASE).of(REPO)[0].expires
+    _until(lambda: PendingEvents(kv, "x", LEASE).of(REPO)[0].expires > before + LEASE, "renewals")
     release.set()
     owner.close(wait=True)
     other.close(wait=True)
