@@ -160,8 +160,10 @@ class ActionsService:
     def post(self, event: HookEvent, pre: HookRun | None = None) -> None:
         """Record the new commit on the pre-commit run, then start the post-event hooks.
 
-        The event is recorded as pending in the KV before this returns (so before the
-        operation answers), and runs on the post-event pool.
+        When an action matches, the event is recorded as pending in the KV before this
+        returns (so before the operation answers), and runs on the post-event pool. The
+        actions are read here, at the event's source ref as it is now; those of a commit are
+        kept, so the queued run does not read them again.
         """
         try:
             repo = self.catalog.get_repository(event.repository)
@@ -176,6 +178,15 @@ class ActionsService:
                 log.warning("could not record the commit of run %s: %s", pre.run_id, exc)
         if repo.read_only and not self.mirror_post_hooks:
             return
+        try:
+            actions: list[Action] | None = self.load(event.repository, event.source_ref)
+        except ActionFileError as exc:
+            log.warning("%s hooks of %s not run: %s", event.event_type, event.repository, exc)
+            return
+        except LakeMirrorError:
+            actions = None  # the queued event reads them again, and runs again while unavailable
+        if actions is not None and not any(a.matches(event) for a in actions):
+            return  # nothing to run, so nothing to keep pending (most events of most branches)
         self._post.submit(repo, event)
 
     def start(self) -> None:

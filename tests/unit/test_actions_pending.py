@@ -222,3 +222,30 @@ def test_the_service_drops_events_of_a_repository_created_again() -> None:
     _until(lambda: not list(catalog.kv.scan(PREFIX)), "the stale event is dropped")
     service.close(wait=True)
     assert list(service.runs.list(catalog.get_repository("repo"))) == []
+
+
+def test_an_event_no_action_matches_is_neither_kept_nor_queued() -> None:
+    catalog = open_memory()
+    catalog.create_repository("repo", "mem://repo")
+    action = (
+        "name: Merges\non:\n  post-merge:\nhooks:\n"
+        "  - {id: tell, type: webhook, properties: {url: 'http://127.0.0.1:9/'}}\n"
+    )
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", action.encode())
+    commit = catalog.commit("repo", "main", "actions").commit
+    service = ActionsService(catalog, post_lease=30.0)
+    queued: list[PendingEvent] = []
+    service._post.submit = lambda repo, event: queued.append(event)  # type: ignore[method-assign]
+    repo = catalog.get_repository("repo")
+    for event_type in ("post-commit", "post-create-branch"):
+        service.post(
+            HookEvent(
+                event_type, "repo", branch_id="main", source_ref=commit.id, commit_id=commit.id
+            )
+        )
+    assert queued == [] and list(catalog.kv.scan(PREFIX)) == []
+    merge = HookEvent("post-merge", "repo", branch_id="main", source_ref=commit.id)
+    service.post(merge)
+    assert queued == [merge]
+    assert not service.pending.of(repo)
+    service.close(wait=True)
