@@ -15,6 +15,7 @@ cut short by a crash runs again in another process: at least once.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -40,7 +41,7 @@ from mirror.actions.runs import (
     new_run_id,
 )
 from mirror.actions.webhook import call_hook
-from mirror.core.committed import RangeInfo
+from mirror.core.committed import CommittedStore, RangeInfo
 from mirror.core.hooks import HookAbortError, HookEvent, HookRun
 from mirror.core.model import ObjectStat
 from mirror.errors import LakeMirrorError, NotFoundError
@@ -268,8 +269,9 @@ class ActionsService:
 
         Every key under ``_lakefs_actions/`` lies in a range whose key span meets the prefix's,
         so two trees listing the same such ranges (range IDs hash their records) hold the same
-        action files: a commit that changed nothing there is not listed again. ``None``: the
-        parent's actions are not kept, or the ranges differ (the commit is listed).
+        action files; when the ranges differ, their records under the prefix are compared. A
+        commit that changed nothing there is not listed again. ``None``: the parent's actions
+        are not kept, or the action files differ (the commit is listed).
         """
         try:
             repo = self.catalog.get_repository(repository)
@@ -284,9 +286,13 @@ class ActionsService:
             store = self.catalog.committed(repo)
             mine = _ranges_meeting_actions(store.read_metarange(commit.metarange_id))
             theirs = _ranges_meeting_actions(store.read_metarange(parent.metarange_id))
+            if mine != theirs:
+                # a small repository is one range, changed by every commit: compare the records
+                if _action_records(store, mine) != _action_records(store, theirs):
+                    return None
         except LakeMirrorError:
             return None
-        return kept if mine == theirs else None
+        return kept
 
     def _parse(self, repository: str, ref: str, obj: ObjectStat) -> Action:
         # an object version's bytes never change: its address and checksum name them
@@ -413,6 +419,22 @@ _ACTIONS_END = ACTIONS_PREFIX[:-1] + chr(ord(ACTIONS_PREFIX[-1]) + 1)
 def _ranges_meeting_actions(ranges: list[RangeInfo]) -> list[str]:
     """Return the IDs of the ranges whose key span meets the ``_lakefs_actions/`` prefix."""
     return [r.id for r in ranges if r.min_key < _ACTIONS_END and r.max_key >= ACTIONS_PREFIX]
+
+
+def _action_records(store: CommittedStore, range_ids: list[str]) -> list[tuple[str, str]]:
+    """Return the key and identity of every record under ``_lakefs_actions/`` in those ranges.
+
+    An identity hashes the object's checksum, size and metadata, so equal lists mean equal
+    action files.
+    """
+    found: list[tuple[str, str]] = []
+    for rid in range_ids:
+        rows = store.read_rows(rid)
+        keys = rows.keys
+        first = bisect.bisect_left(keys, ACTIONS_PREFIX)
+        end = bisect.bisect_left(keys, _ACTIONS_END, first)
+        found.extend((keys[i], rows.identity(i)) for i in range(first, end))
+    return found
 
 
 def _manifest(run: RunRecord) -> bytes:
