@@ -123,7 +123,7 @@ def test_a_commit_that_leaves_the_action_files_alone_keeps_its_parents() -> None
     service.close()
 
 
-def test_a_commit_sharing_a_range_with_the_action_files_is_listed(
+def test_a_commit_sharing_a_range_with_unchanged_action_files_is_not_listed(
     catalog: Catalog, service: ActionsService
 ) -> None:
     catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", ACTION.format("One").encode())
@@ -132,7 +132,23 @@ def test_a_commit_sharing_a_range_with_the_action_files_is_listed(
     calls = Counting(catalog)
     catalog.upload_object("repo", "main", "_lakefs_actions_data", b"2")  # beside, not under
     made = catalog.commit("repo", "main", "data").commit
+    repo = catalog.get_repository("repo")
+    ranges = catalog.committed(repo).read_metarange
+    assert ranges(made.metarange_id) != ranges(first.metarange_id)  # the range changed
     assert service.load("repo", made.id) == kept
+    assert calls.refs == []
+
+
+def test_a_commit_changing_an_action_file_in_a_shared_range_is_listed(
+    catalog: Catalog, service: ActionsService
+) -> None:
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", ACTION.format("One").encode())
+    first = catalog.commit("repo", "main", "actions").commit
+    service.load("repo", first.id)
+    calls = Counting(catalog)
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", ACTION.format("Two").encode())
+    made = catalog.commit("repo", "main", "renamed").commit
+    assert [a.name for a in service.load("repo", made.id)] == ["Two"]
     assert calls.refs == [made.id]
 
 
