@@ -2,7 +2,9 @@
 
 The core deletes a repository's refs, staging, pull requests and metadata itself
 (:mod:`mirror.core.deletion`); it cannot import the layers keeping the other records of a
-repository instance, so the API registers their cleanups on the catalog it serves.
+repository instance, so the API registers their cleanups on the catalog it serves. The S3
+gateway's multipart uploads are among them: every API process removes them, its gateway enabled
+or not, since any process may delete a repository whose uploads another one started.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from mirror.actions.runs import RunStore
 from mirror.api.hidden import HiddenBranches
 from mirror.core.catalog import Catalog
 from mirror.core.model import Repository
+from mirror.gateway.uploads import UploadStore
 from mirror.gc.rules import GCRulesStore
 from mirror.imports.records import ImportRecords
 
@@ -26,8 +29,9 @@ log = logging.getLogger(__name__)
 def register_repository_cleanups(catalog: Catalog) -> None:
     """Have ``catalog`` remove the records the API's layers keep of a deleted repository.
 
-    Those are its action runs and pending post-events, imports, hidden-branch marks and GC
-    rules. Registering again replaces the cleanups, never adds to them.
+    Those are its action runs and pending post-events, imports, hidden-branch marks, GC rules
+    and the S3 gateway's multipart uploads in progress (their parts' bytes stay in the storage
+    namespace, as the rest of it does). Registering again replaces the cleanups, never adds to them.
     """
     kv = catalog.kv
     runs = RunStore(kv)
@@ -40,6 +44,7 @@ def register_repository_cleanups(catalog: Catalog) -> None:
     catalog.add_repository_cleanup("imports", ImportRecords(kv).delete_repository)
     catalog.add_repository_cleanup("hidden branches", HiddenBranches(kv).delete_repository)
     catalog.add_repository_cleanup("gc rules", GCRulesStore(kv).delete)
+    catalog.add_repository_cleanup("multipart uploads", UploadStore(kv).delete_repository)
 
 
 def resume_deletions_in_background(catalog: Catalog) -> threading.Thread:

@@ -1,8 +1,9 @@
 """Multipart uploads through the gateway: create, upload (or copy) parts, complete, abort, list.
 
-An upload is a record in the shared KV (:mod:`mirror.gateway.uploads`) and its parts are objects
-under ``_lakefs/multipart/`` of the repository's storage namespace. Completing joins the listed
-parts, in order, into one fresh data object — inside S3 on an S3 namespace (server-side part
+An upload is a record in the shared KV (:mod:`mirror.gateway.uploads`), of the repository
+instance it was started in, and its parts are objects under ``_lakefs/multipart/`` of the
+repository's storage namespace. Completing joins the listed parts, in order, into one fresh data
+object — inside S3 on an S3 namespace (server-side part
 copies), elsewhere streamed a range at a time — which is then staged on the branch with the
 checks a PutObject passes; until that last step the branch is unchanged. The
 object's checksum is S3's multipart ETag (``<md5 of the parts' MD5s>-<N>``), so HEAD, GET and
@@ -26,6 +27,7 @@ from starlette.responses import Response
 
 from mirror.api.auth.permissions import Action, object_arn, repository_arn
 from mirror.block.errors import BlockNotFoundError
+from mirror.core.errors import RepositoryNotFoundError
 from mirror.core.model import DEFAULT_CONTENT_TYPE, Entry
 from mirror.core.protection import check_staging_write
 from mirror.errors import LakeMirrorError
@@ -97,13 +99,15 @@ async def _write_target(req: S3Request) -> WriteTarget:
     return await req.run_sync(check)
 
 
-async def _upload(req: S3Request, upload_id: str | None, path: str) -> Upload:
-    """Return the upload the request names, if it is an upload of the request's key."""
-    bucket = _bucket(req)
+async def _upload(req: S3Request, repo: Repository, upload_id: str | None, path: str) -> Upload:
+    """Return the upload the request names, if it is an upload of ``repo`` and the request's key.
+
+    An upload of another instance of the repository (deleted since) is NoSuchUpload.
+    """
     ref = req.ref_and_path()[0]
     upload = None
     if upload_id:
-        upload = await req.run_sync(_store(req).get, bucket, upload_id)
+        upload = await req.run_sync(_store(req).get, repo, upload_id)
     if upload is None or upload.branch != ref or upload.path != path:
         raise _invalid(req, S3Code.NO_SUCH_UPLOAD, f"upload ID {upload_id!r}", path)
     return upload
@@ -117,6 +121,7 @@ async def create_multipart_upload(req: S3Request) -> Response:
     target = await _write_target(req)
     upload = Upload(
         repository=bucket,
+        instance_uid=target.repository.instance_uid,
         upload_id=new_upload_id(),
         branch=target.branch,
         path=target.path,
@@ -125,7 +130,21 @@ async def create_multipart_upload(req: S3Request) -> Response:
         content_type=req.headers.get("content-type") or None,
         metadata=stored_metadata(req),
     )
-    await call(req, _store(req).create, upload, key=path, write=True)
+    catalog = req.state.catalog
+    uploads = _store(req)
+
+    def create() -> None:
+        uploads.create(upload)
+        try:
+            current: Repository | None = catalog.get_repository(bucket)
+        except RepositoryNotFoundError:
+            current = None
+        if current is None or current.instance_uid != upload.instance_uid:
+            # deleted meanwhile: its cleanup may have run before these writes, remove them here
+            uploads.remove(upload, catalog.block_store(target.repository))
+            raise S3Error(S3Code.NO_SUCH_BUCKET, bucket=bucket)
+
+    await call(req, create, key=path, write=True)
     root = xml.document("InitiateMultipartUploadResult")
     xml.add(root, "Bucket", bucket)
     xml.add(root, "Key", f"{ref}/{path}")
@@ -155,7 +174,7 @@ async def upload_part(req: S3Request) -> Response:
     repo = await call(req, catalog.get_repository, bucket, key=path, write=True)
     if repo.read_only:
         await _write_target(req)  # answers the mirror's (or read-only repository's) refusal
-    upload = await _upload(req, req.query.get("uploadId"), path)
+    upload = await _upload(req, repo, req.query.get("uploadId"), path)
     store = catalog.block_store(repo)
     address = part_address(upload.upload_id, number)
     source = req.headers.get("x-amz-copy-source")
@@ -312,7 +331,7 @@ async def complete_multipart_upload(req: S3Request) -> Response:
     ref, path = req.ref_and_path()
     req.require(Action.WRITE_OBJECT, object_arn(bucket, path))
     target = await _write_target(req)
-    upload = await _upload(req, req.query.get("uploadId"), path)
+    upload = await _upload(req, target.repository, req.query.get("uploadId"), path)
     wanted = _requested_parts(req, await xml.read_xml(req, "CompleteMultipartUpload"), path)
     uploads = _store(req)
     uploaded = {p.number: p for p in await call(req, lambda: list(uploads.parts(upload)), key=path)}
@@ -365,7 +384,7 @@ async def abort_multipart_upload(req: S3Request) -> Response:
     repo = await call(req, catalog.get_repository, bucket, key=path, write=True)
     if repo.read_only:
         await _write_target(req)
-    upload = await _upload(req, req.query.get("uploadId"), path)
+    upload = await _upload(req, repo, req.query.get("uploadId"), path)
     store = catalog.block_store(repo)
     if not await call(req, _store(req).remove, upload, store, key=path, write=True):
         raise _invalid(req, S3Code.NO_SUCH_UPLOAD, f"upload ID {upload.upload_id!r}", path)
@@ -392,8 +411,8 @@ async def list_parts(req: S3Request) -> Response:
     bucket = _bucket(req)
     ref, path = req.ref_and_path()
     req.require(Action.READ_OBJECT, object_arn(bucket, path))
-    await call(req, req.state.catalog.get_repository, bucket, key=path)
-    upload = await _upload(req, req.query.get("uploadId"), path)
+    repo = await call(req, req.state.catalog.get_repository, bucket, key=path)
+    upload = await _upload(req, repo, req.query.get("uploadId"), path)
     raw_marker = req.query.get("part-number-marker", "0") or "0"
     if not raw_marker.isdigit():
         raise _invalid(req, S3Code.INVALID_ARGUMENT, "part-number-marker must be an integer")
@@ -436,7 +455,7 @@ async def list_multipart_uploads(req: S3Request) -> Response:
     """Answer ListMultipartUploads (``GET <bucket>?uploads``)."""
     bucket = _bucket(req)
     req.require(Action.LIST_OBJECTS, repository_arn(bucket))
-    await call(req, req.state.catalog.get_repository, bucket)
+    repo = await call(req, req.state.catalog.get_repository, bucket)
     if req.query.get("delimiter"):
         raise _invalid(req, S3Code.NOT_IMPLEMENTED, "ListMultipartUploads with a delimiter")
     encoding = req.query.get("encoding-type")
@@ -451,7 +470,7 @@ async def list_multipart_uploads(req: S3Request) -> Response:
     def page() -> list[Upload]:
         found: list[Upload] = []
         for upload in uploads.uploads(
-            bucket, prefix=prefix, key_marker=key_marker, id_marker=id_marker
+            repo, prefix=prefix, key_marker=key_marker, id_marker=id_marker
         ):
             found.append(upload)
             if len(found) > limit:

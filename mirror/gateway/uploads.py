@@ -1,11 +1,21 @@
 r"""Multipart uploads in progress: their records in the KV, their parts in the storage namespace.
 
 Several server processes share one KV, so an upload lives there and nowhere else: any process
-answers any call of an upload. Per repository::
+answers any call of an upload. Per repository instance (``<repo>:<instance_uid>``, like every
+record of a repository)::
 
-    gateway/multipart/<repo>/id/<upload ID>                   the upload record
-    gateway/multipart/<repo>/key/<ref/path>\x00<upload ID>    index for ListMultipartUploads
-    gateway/multipart/<repo>/part/<upload ID>/<NNNNN>         one part record
+    gateway/multipart/<repo>:<uid>/id/<upload ID>                   the upload record
+    gateway/multipart/<repo>:<uid>/key/<ref/path>\x00<upload ID>    index for ListMultipartUploads
+    gateway/multipart/<repo>:<uid>/part/<upload ID>/<NNNNN>         one part record
+
+A repository deleted and created again under its name therefore neither lists nor completes the
+uploads of the one before (their IDs answer NoSuchUpload), and deleting a repository removes
+them (:meth:`UploadStore.delete_repository`, a cleanup the API registers on the catalog).
+
+Earlier versions keyed the records by the repository name alone (``gateway/multipart/<repo>/…``).
+Those are not migrated: nothing reads that prefix, so an upload in progress across the upgrade
+answers NoSuchUpload, as S3 does after an abort, and the client starts it again. Deleting a
+repository removes the records of its name under that prefix too.
 
 Upload IDs start with the time of creation in hexadecimal, so the index lists the uploads of one
 key in the order they were started (as S3 does), and end with 128 random bits, so that an upload
@@ -14,7 +24,8 @@ ID cannot be guessed.
 A part's bytes are written once, at a fresh key under :data:`PARTS_PREFIX` of the repository's
 storage namespace: garbage collection sweeps only ``data/``, so parts stay until their upload is
 completed or aborted, and everything under the upload's prefix is then deleted (parts uploaded
-again under the same number included).
+again under the same number included). Deleting the repository leaves them, with the rest of its
+namespace, as lakeFS does.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 from mirror.block.protocol import BlockStore
+from mirror.core.model import Repository
 from mirror.errors import LakeMirrorError
 from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
 from mirror.kv.protocol import KV
@@ -70,6 +82,7 @@ class Upload:
 
     Attributes:
         repository: The repository (bucket).
+        instance_uid: The ``instance_uid`` of the repository the upload was started in.
         upload_id: The upload ID.
         branch: The branch the object is completed on.
         path: The object path.
@@ -80,6 +93,7 @@ class Upload:
     """
 
     repository: str
+    instance_uid: str
     upload_id: str
     branch: str
     path: str
@@ -131,30 +145,36 @@ class Part:
         return cls(**json.loads(data))
 
 
-def _repo(repository: str) -> bytes:
-    return _ROOT + repository.encode() + b"/"
+def _scope(repository: str, instance_uid: str) -> bytes:
+    """Return the prefix of every record of one repository instance's uploads."""
+    return _ROOT + f"{repository}:{instance_uid}/".encode()
 
 
-def _id_key(repository: str, upload_id: str) -> bytes:
-    return _repo(repository) + b"id/" + upload_id.encode()
+def _legacy_scope(repository: str) -> bytes:
+    """Return the prefix earlier versions kept a repository's uploads under (by name alone)."""
+    return _ROOT + f"{repository}/".encode()
 
 
-def _index_prefix(repository: str) -> bytes:
-    return _repo(repository) + b"key/"
+def _id_key(scope: bytes, upload_id: str) -> bytes:
+    return scope + b"id/" + upload_id.encode()
 
 
 def _index_key(upload: Upload) -> bytes:
-    return (
-        _index_prefix(upload.repository) + upload.key.encode() + b"\x00" + upload.upload_id.encode()
-    )
+    scope = _scope(upload.repository, upload.instance_uid)
+    return scope + b"key/" + upload.key.encode() + b"\x00" + upload.upload_id.encode()
 
 
-def _parts_prefix(repository: str, upload_id: str) -> bytes:
-    return _repo(repository) + b"part/" + upload_id.encode() + b"/"
+def _parts_prefix(upload: Upload) -> bytes:
+    scope = _scope(upload.repository, upload.instance_uid)
+    return scope + b"part/" + upload.upload_id.encode() + b"/"
+
+
+def _upload_key(upload: Upload) -> bytes:
+    return _id_key(_scope(upload.repository, upload.instance_uid), upload.upload_id)
 
 
 class UploadStore:
-    """Multipart uploads of every repository, in the shared KV.
+    """Multipart uploads of every repository instance, in the shared KV.
 
     Args:
         kv: The KV the catalog uses.
@@ -166,30 +186,35 @@ class UploadStore:
     def create(self, upload: Upload) -> None:
         """Record a new upload (its index entry first, so listing never misses a live upload)."""
         self._kv.set(_index_key(upload), upload.upload_id.encode())
-        self._kv.set_if(_id_key(upload.repository, upload.upload_id), upload.encode(), None)
+        self._kv.set_if(_upload_key(upload), upload.encode(), None)
 
-    def get(self, repository: str, upload_id: str) -> Upload | None:
-        """Return the upload, or ``None`` when there is none by that ID (never started or ended)."""
+    def get(self, repo: Repository, upload_id: str) -> Upload | None:
+        """Return the upload of ``repo``, or ``None`` when it has none by that ID.
+
+        An upload never started, ended, or started in another instance of the repository (one
+        deleted since) is none.
+        """
         if not _is_upload_id(upload_id):
             return None
         try:
-            return Upload.decode(self._kv.get(_id_key(repository, upload_id)))
+            raw = self._kv.get(_id_key(_scope(repo.id, repo.instance_uid), upload_id))
         except KeyNotFoundError:
             return None
+        return Upload.decode(raw)
 
     def uploads(
-        self, repository: str, *, prefix: str = "", key_marker: str = "", id_marker: str = ""
+        self, repo: Repository, *, prefix: str = "", key_marker: str = "", id_marker: str = ""
     ) -> Iterator[Upload]:
-        """Yield the uploads of ``repository`` in key order, then by start time.
+        """Yield the uploads of ``repo`` in key order, then by start time.
 
         Args:
-            repository: The repository.
+            repo: The repository instance.
             prefix: Only keys starting with it.
             key_marker: Only keys after it; with ``id_marker``, also the uploads of this key
                 whose ID sorts after ``id_marker``.
             id_marker: See ``key_marker``.
         """
-        base = _index_prefix(repository)
+        base = _scope(repo.id, repo.instance_uid) + b"key/"
         start = base + max(prefix, key_marker).encode()
         for index, value in self._kv.scan(base + prefix.encode(), start):
             key = index[len(base) :].rpartition(b"\x00")[0].decode()
@@ -198,7 +223,7 @@ class UploadStore:
                 continue
             if key == key_marker and upload_id <= id_marker:
                 continue
-            upload = self.get(repository, upload_id)
+            upload = self.get(repo, upload_id)
             if upload is None:
                 # an index entry whose upload ended between the two writes of remove()
                 continue
@@ -208,19 +233,22 @@ class UploadStore:
         """Record ``part`` (replacing an earlier upload of the same number).
 
         Returns:
-            ``False`` if the upload ended meanwhile: the record is then removed again, and the
-            caller deletes the part's bytes (:meth:`remove` may have listed them already).
+            ``False`` if the upload ended meanwhile (or its repository was deleted): the record
+            is then removed again, and the caller deletes the part's bytes (:meth:`remove` may
+            have listed them already).
         """
-        key = _parts_prefix(upload.repository, upload.upload_id) + f"{part.number:05d}".encode()
+        key = _parts_prefix(upload) + f"{part.number:05d}".encode()
         self._kv.set(key, part.encode())
-        if self.get(upload.repository, upload.upload_id) is None:
+        try:
+            self._kv.get(_upload_key(upload))
+        except KeyNotFoundError:
             self._kv.delete(key)
             return False
         return True
 
     def parts(self, upload: Upload, *, after: int = 0) -> Iterator[Part]:
         """Yield the parts of ``upload`` numbered above ``after``, in ascending order."""
-        prefix = _parts_prefix(upload.repository, upload.upload_id)
+        prefix = _parts_prefix(upload)
         start = prefix + f"{after + 1:05d}".encode() if after < MAX_PART_NUMBER else prefix + b"~"
         for _, value in self._kv.scan(prefix, start):
             yield Part.decode(value)
@@ -232,15 +260,26 @@ class UploadStore:
             ``False`` if another call ended it first (nothing done by this one).
         """
         try:
-            self._kv.delete_if(_id_key(upload.repository, upload.upload_id), upload.encode())
+            self._kv.delete_if(_upload_key(upload), upload.encode())
         except KVPreconditionFailedError:
             return False
         self._kv.delete(_index_key(upload))
-        prefix = _parts_prefix(upload.repository, upload.upload_id)
-        for key, _ in list(self._kv.scan(prefix)):
+        for key, _ in list(self._kv.scan(_parts_prefix(upload))):
             self._kv.delete(key)
         for info in list(store.list(f"{PARTS_PREFIX}{upload.upload_id}/")):
             with contextlib.suppress(LakeMirrorError):
                 # best effort: a part left behind is only space, never data of a live object
                 store.delete(info.key)
         return True
+
+    def delete_repository(self, repo: Repository) -> None:
+        """Delete every upload record of the deleted repository instance ``repo`` (idempotent).
+
+        The records an earlier version kept under the repository's name go too: whichever
+        instance they belonged to, nothing reads them any more. The parts' bytes stay in the
+        storage namespace, which deleting a repository leaves as it is (as lakeFS does); no
+        object refers to them, so ``_lakefs/multipart/`` may be removed from it by hand.
+        """
+        for prefix in (_scope(repo.id, repo.instance_uid), _legacy_scope(repo.id)):
+            for key in [k for k, _ in self._kv.scan(prefix)]:
+                self._kv.delete(key)

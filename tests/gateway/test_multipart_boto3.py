@@ -2,8 +2,10 @@
 
 A 40 MiB object goes up with ``upload_file`` in 8 MiB parts and comes back byte for byte with
 S3's ``-N`` ETag on HEAD, GET and listings; explicit create / upload_part / upload_part_copy /
-complete, list_parts, list_multipart_uploads and abort; and every refusal S3 defines for
-CompleteMultipartUpload, each leaving the branch unchanged.
+complete, list_parts, list_multipart_uploads and abort; every refusal S3 defines for
+CompleteMultipartUpload, each leaving the branch unchanged; and uploads belonging to their
+repository instance: a repository deleted and created again under its name has none of them, and
+deleting it leaves no record of them in the server's KV.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
+from mirror.core.model import Repository
+from mirror.gateway.uploads import PARTS_PREFIX
+from mirror.kv.sqlite import SqliteKV
 from tests.gateway.live import Live, start
 
 MiB = 1 << 20
@@ -46,6 +51,31 @@ def s3_etag(parts: list[bytes]) -> str:
 
 def code_of(info: pytest.ExceptionInfo[ClientError]) -> str:
     return str(info.value.response["Error"]["Code"])
+
+
+def delete_repository(live: Live, name: str) -> None:
+    deleted = live.http.delete(f"/repositories/{name}")
+    assert deleted.status_code == 204, deleted.text
+
+
+def create_again(live: Live, name: str) -> None:
+    body = {"name": name, "storage_namespace": live.server.namespace(name)}
+    made = live.http.post("/repositories", json=body)
+    assert made.status_code == 201, made.text
+
+
+def upload_keys(live: Live, name: str) -> tuple[str, list[bytes]]:
+    """Return the instance UID of repository ``name`` and its upload records, from the KV."""
+    kv = SqliteKV(live.server.data_dir / "kv.sqlite")
+    try:
+        repo = Repository.decode(kv.get(f"repos/{name}".encode()))
+        return repo.instance_uid, instance_upload_keys(kv, name, repo.instance_uid)
+    finally:
+        kv.close()
+
+
+def instance_upload_keys(kv: SqliteKV, name: str, uid: str) -> list[bytes]:
+    return [k for k, _ in kv.scan(f"gateway/multipart/{name}:{uid}/".encode())]
 
 
 def upload_40_mib(s3: Any, repo: str, tmp_path: Path, live: Live) -> None:
@@ -235,3 +265,60 @@ def test_malformed_and_unknown_uploads(s3: Any, live: Live, repo: str) -> None:
         s3.create_multipart_upload(Bucket=repo, Key="v1/x.bin")
     assert code_of(info) == "NoSuchBucket"
     assert live.paths(repo, "main") == []
+
+
+def test_a_repository_created_again_has_none_of_the_uploads_before(s3: Any, live: Live) -> None:
+    repo = live.create_repository("again")
+    key = "main/big.bin"
+    upload_id = s3.create_multipart_upload(Bucket=repo, Key=key)["UploadId"]
+    part = s3.upload_part(Bucket=repo, Key=key, UploadId=upload_id, PartNumber=1, Body=b"x" * 9)
+    etag = part["ETag"]
+    assert len(s3.list_multipart_uploads(Bucket=repo)["Uploads"]) == 1
+
+    delete_repository(live, repo)
+    create_again(live, repo)
+
+    assert s3.list_multipart_uploads(Bucket=repo).get("Uploads", []) == []
+    for call in (
+        lambda: s3.complete_multipart_upload(
+            Bucket=repo,
+            Key=key,
+            UploadId=upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]},
+        ),
+        lambda: s3.upload_part(Bucket=repo, Key=key, UploadId=upload_id, PartNumber=2, Body=b"y"),
+        lambda: s3.list_parts(Bucket=repo, Key=key, UploadId=upload_id),
+        lambda: s3.abort_multipart_upload(Bucket=repo, Key=key, UploadId=upload_id),
+    ):
+        with pytest.raises(ClientError) as info:
+            call()
+        assert code_of(info) == "NoSuchUpload"
+        assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert live.paths(repo, "main") == []
+    # the new repository's own uploads work as ever
+    fresh = s3.create_multipart_upload(Bucket=repo, Key=key)["UploadId"]
+    assert [u["UploadId"] for u in s3.list_multipart_uploads(Bucket=repo)["Uploads"]] == [fresh]
+    s3.abort_multipart_upload(Bucket=repo, Key=key, UploadId=fresh)
+
+
+def test_deleting_a_repository_removes_its_upload_records(s3: Any, live: Live) -> None:
+    repo = live.create_repository("gone")
+    key = "main/big.bin"
+    upload_id = s3.create_multipart_upload(Bucket=repo, Key=key)["UploadId"]
+    for number in (1, 2):
+        s3.upload_part(Bucket=repo, Key=key, UploadId=upload_id, PartNumber=number, Body=b"x" * 100)
+    uid, before = upload_keys(live, repo)
+    assert len(before) == 4  # the upload, its index entry, two parts
+
+    delete_repository(live, repo)
+
+    kv = SqliteKV(live.server.data_dir / "kv.sqlite")
+    try:
+        assert instance_upload_keys(kv, repo, uid) == []
+        assert [k for k, _ in kv.scan(b"gateway/multipart/") if uid.encode() in k] == []
+    finally:
+        kv.close()
+    # the parts' bytes stay in the storage namespace, as the rest of it does (as in lakeFS)
+    parts = [p for p in live.server.data_dir.rglob(f"{upload_id}/*") if p.is_file()]
+    assert len(parts) == 2
+    assert all(PARTS_PREFIX.rstrip("/") in p.as_posix() for p in parts)

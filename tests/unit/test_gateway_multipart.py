@@ -556,7 +556,7 @@ def test_uploads_live_in_the_shared_kv(gw: Gateway) -> None:
     other.auth = AuthStore(other.catalog.kv)
     other.state = GatewayState(other.catalog, other.auth, GatewaySettings())
     store = UploadStore(other.catalog.kv)
-    upload = store.get("repo", upload_id)
+    upload = store.get(other.catalog.get_repository("repo"), upload_id)
     assert upload is not None and [p.number for p in store.parts(upload)] == [1]
     other.complete(upload_id, [(1, quoted_md5(b"x" * 100))])
     assert gw.catalog.read_object("repo", "main", "big.bin", 0, None) == b"x" * 100
@@ -594,7 +594,7 @@ def test_a_body_failing_verification_stores_nothing(gw: Gateway) -> None:
 def test_a_part_finishing_after_its_upload_ended_is_not_kept(gw: Gateway) -> None:
     upload_id = gw.create()
     store = UploadStore(gw.catalog.kv)
-    upload = store.get("repo", upload_id)
+    upload = store.get(gw.catalog.get_repository("repo"), upload_id)
     assert upload is not None
 
     async def body_then_abort() -> AsyncIterator[bytes]:
@@ -643,3 +643,49 @@ def test_a_part_gone_from_storage_is_an_invalid_part(gw: Gateway) -> None:
     # the part can be uploaded again, and the upload completes
     gw.complete(upload_id, [(1, first), (2, gw.part(upload_id, 2, b"2"))])
     assert gw.catalog.read_object("repo", "main", "big.bin", 0, None) == b"1" * (5 * MiB) + b"2"
+
+
+def test_a_repository_created_again_has_none_of_the_uploads_before(gw: Gateway) -> None:
+    upload_id = gw.create()
+    etag = gw.part(upload_id, 1, b"x" * 100)
+    gw.catalog.delete_repository("repo")
+    gw.catalog.create_repository("repo", "local://repo-again")
+    listed = xml_of(
+        gw.run(multipart.list_multipart_uploads, gw.request("GET", None, query={"uploads": ""}))
+    )
+    assert listed.findall(NS + "Upload") == []
+    doc = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{}</ETag></Part>"
+    complete = (doc.format(etag) + "</CompleteMultipartUpload>").encode()
+    for handler, method, extra, body in (
+        (multipart.upload_part, "PUT", {"partNumber": "2"}, b"y"),
+        (multipart.complete_multipart_upload, "POST", {}, complete),
+        (multipart.abort_multipart_upload, "DELETE", {}, b""),
+        (multipart.list_parts, "GET", {}, b""),
+    ):
+        query = {"uploadId": upload_id, **extra}
+        req = gw.request(method, "main/big.bin", query=query, body=body)
+        assert refused(gw, handler, req).code is S3Code.NO_SUCH_UPLOAD
+    assert gw.staged() == []
+
+
+def test_an_upload_created_as_its_repository_is_deleted_leaves_no_record(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = gw.catalog
+    first = catalog.get_repository("repo")
+    resolve = catalog.get_repository
+
+    def deleted_after_resolution(name: str) -> Any:
+        # the write target resolves the repository, which another process deletes and creates
+        # again (its cleanups done) before the upload's records are written
+        found = resolve(name)
+        if found.instance_uid == first.instance_uid:
+            monkeypatch.setattr(catalog, "get_repository", resolve)
+            catalog.delete_repository(name)
+            catalog.create_repository(name, "local://repo-again")
+        return found
+
+    monkeypatch.setattr(catalog, "get_repository", deleted_after_resolution)
+    req = gw.request("POST", "main/big.bin", query={"uploads": ""})
+    assert refused(gw, multipart.create_multipart_upload, req).code is S3Code.NO_SUCH_BUCKET
+    assert [k for k, _ in catalog.kv.scan(b"gateway/multipart/")] == []
