@@ -43,7 +43,7 @@ from mirror.actions.runs import (
 from mirror.actions.webhook import call_hook
 from mirror.core.committed import CommittedStore, RangeInfo
 from mirror.core.hooks import HookAbortError, HookEvent, HookRun
-from mirror.core.model import ObjectStat
+from mirror.core.model import ObjectStat, Repository
 from mirror.errors import LakeMirrorError, NotFoundError
 
 if TYPE_CHECKING:
@@ -366,8 +366,20 @@ class ActionsService:
         )
         repo = self.catalog.get_repository(event.repository)
         self.runs.save(repo, record)
+        if not self._still_there(repo):
+            # deleted while the hooks ran: its cleanup may have come before this record
+            self.runs.delete_repository(repo)
         self._write(event.repository, f"{LOG_PREFIX}{run_id}/run.manifest", _manifest(record))
         return record
+
+    def _still_there(self, repo: Repository) -> bool:
+        """Return whether ``repo``'s instance still exists (``True`` when that is unknown)."""
+        try:
+            return self.catalog.get_repository(repo.id).instance_uid == repo.instance_uid
+        except NotFoundError:
+            return False
+        except LakeMirrorError:
+            return True
 
     def _run_action(
         self, event: HookEvent, run_id: str, index: int, action: Action

@@ -249,3 +249,28 @@ def test_an_event_no_action_matches_is_neither_kept_nor_queued() -> None:
     assert queued == [merge]
     assert not service.pending.of(repo)
     service.close(wait=True)
+
+
+def test_a_run_ending_after_its_repository_was_deleted_leaves_no_record(
+    receiver: Receiver,
+) -> None:
+    catalog = open_memory()
+    catalog.create_repository("repo", "mem://repo")
+    action = (
+        "name: Told\non:\n  pre-create-tag:\nhooks:\n"
+        f"  - {{id: tell, type: webhook, properties: {{url: '{receiver.url}/ok'}}}}\n"
+    )
+    catalog.upload_object("repo", "main", "_lakefs_actions/a.yaml", action.encode())
+    commit = catalog.commit("repo", "main", "actions").commit
+    repo = catalog.get_repository("repo")
+    service = ActionsService(catalog)
+    save = service.runs.save
+
+    def deleted_meanwhile(repo: Repository, run: object) -> None:
+        catalog.delete_repository("repo")  # and its cleanup, just before the run is recorded
+        save(repo, run)  # type: ignore[arg-type]
+
+    service.runs.save = deleted_meanwhile  # type: ignore[method-assign]
+    service.run(HookEvent("pre-create-tag", "repo", source_ref=commit.id, tag_id="v1"))
+    service.close(wait=True)
+    assert list(service.runs.list(repo)) == []
