@@ -163,14 +163,14 @@ def on_branch(
     committer: str = "",
     metadata: dict[str, str] | None = None,
 ) -> Pre:
-    """Run pre-commit, pre-revert or pre-cherry-pick (``source_ref``: the branch name)."""
+    """Run prepare-commit, pre-commit, pre-revert or pre-cherry-pick (``source_ref``: branch)."""
 
     def event(repo: Repository) -> HookEvent:
         # a missing or protected branch is the write's to report, in its own words (lakeFS
         # refuses a commit to a protected branch before its hooks run)
         branch_id = validate_branch_id(branch)
         ctx.refs.get_branch(repo, branch_id)
-        if event_type == "pre-commit":
+        if event_type in ("prepare-commit", "pre-commit"):
             check_commit(ctx.kv, repo, branch_id)
         return HookEvent(
             event_type,

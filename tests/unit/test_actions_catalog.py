@@ -61,7 +61,7 @@ def test_every_write_announces_its_events(catalog: Catalog) -> None:
     catalog.delete_tag("repo", "v1")
     catalog.delete_branch("repo", "dev")
     assert _types(hooks) == [
-        "pre-create-branch", "post-create-branch", "pre-commit", "post-commit",
+        "pre-create-branch", "post-create-branch", "prepare-commit", "pre-commit", "post-commit",
         "pre-merge", "post-merge", "pre-revert", "post-revert",
         "pre-cherry-pick", "post-cherry-pick", "pre-create-tag", "post-create-tag",
         "pre-delete-tag", "post-delete-tag", "pre-delete-branch", "post-delete-branch",
@@ -69,6 +69,15 @@ def test_every_write_announces_its_events(catalog: Catalog) -> None:
     by_type = {e.event_type: e for e in hooks.events}
     pre_commit, post_commit = by_type["pre-commit"], by_type["post-commit"]
     assert (pre_commit.branch_id, pre_commit.source_ref, pre_commit.commit_id) == ("dev", "dev", "")
+    assert by_type["prepare-commit"] == HookEvent(
+        "prepare-commit",
+        "repo",
+        branch_id="dev",
+        source_ref="dev",
+        commit_message="b",
+        committer="c",
+        commit_metadata={"k": "v"},
+    )
     assert (pre_commit.committer, dict(pre_commit.commit_metadata)) == ("c", {"k": "v"})
     assert (post_commit.source_ref, post_commit.commit_id) == (picked.id, picked.id)
     pre_merge = by_type["pre-merge"]
@@ -99,7 +108,22 @@ def test_a_failing_pre_hook_leaves_nothing(catalog: Catalog) -> None:
     with pytest.raises(HookAbortError):
         catalog.commit("repo", "main", "c")
     assert catalog.get_branch("repo", "main").commit_id == head
-    assert all(e.event_type.startswith("pre-") for e in hooks.events)
+    assert all(e.event_type.startswith(("pre-", "prepare-")) for e in hooks.events)
+
+
+def test_a_failing_prepare_commit_hook_blocks_the_commit_before_pre_commit(
+    catalog: Catalog,
+) -> None:
+    head = catalog.get_branch("repo", "main").commit_id
+    hooks = Recorder(fail=("prepare-commit",))
+    catalog.hooks = hooks
+    catalog.upload_object("repo", "main", "c", b"3")
+    with pytest.raises(HookAbortError) as caught:
+        catalog.commit("repo", "main", "c")
+    assert str(caught.value).startswith("prepare-commit hook aborted")
+    assert catalog.get_branch("repo", "main").commit_id == head
+    assert _types(hooks) == ["prepare-commit"]
+    assert [d.path for d in catalog.diff_uncommitted("repo", "main")] == ["c"]
 
 
 def test_read_only_repositories_run_no_hooks(catalog: Catalog) -> None:
