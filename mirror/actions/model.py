@@ -1,8 +1,8 @@
 """Action files: the YAML under ``_lakefs_actions/``, parsed and validated as lakeFS does.
 
 An action names the events it runs ``on`` (with optional branch patterns) and the hooks it
-runs, in order (pkg/actions/action.go). Webhook and airflow hooks are supported; lua hooks are
-refused when the file is read, since LakeMirror has no Lua runtime.
+runs, in order (pkg/actions/action.go). Webhook, airflow and lua hooks are supported; a lua
+hook's properties are checked here, its script only when it runs (:mod:`mirror.actions.lua`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from mirror.errors import LakeMirrorError
 
 __all__ = [
     "ACTIONS_PREFIX",
+    "LUA_SCRIPT_PATHS",
     "Action",
     "ActionFileError",
     "ActionHook",
@@ -33,10 +34,14 @@ _NAME = re.compile(r"^\w[\w\-. ]+$")
 _HOOK_ID = re.compile(r"^[_a-zA-Z][\-_a-zA-Z0-9]{1,255}$")
 _TAG_EVENTS = frozenset(e for e in EVENT_TYPES if e.endswith("-tag"))
 _IFS = {"": "success()", "success()": "success()", "failure()": "failure()"}
-_REQUIRED = {
+_REQUIRED: dict[str, tuple[str, ...]] = {
     "webhook": ("url",),
     "airflow": ("url", "dag_id", "username", "password"),
+    "lua": (),
 }
+LUA_SCRIPT_PATHS = ("script_path", "script_file")
+"""A lua hook's script in the repository: lakeFS reads ``script_path`` (its docs said
+``script_file``); both are accepted."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -62,7 +67,7 @@ class ActionHook:
 
     Attributes:
         id: Unique within its action.
-        type: ``webhook`` or ``airflow``.
+        type: ``webhook``, ``airflow`` or ``lua``.
         properties: The hook's settings as written (``url``, ``timeout``, ...).
         condition: ``success()`` (run if no earlier hook of the action failed) or ``failure()``.
         description: Free text.
@@ -176,17 +181,31 @@ def _parse_hook(raw: object, fail: Any) -> ActionHook:
     if not isinstance(hook_id, str) or not _HOOK_ID.match(hook_id):
         raise fail(f"invalid hook id {hook_id!r}: must match {_HOOK_ID.pattern}")
     kind = raw.get("type")
-    if kind == "lua":
-        raise fail(f"hook {hook_id!r}: lua hooks are not supported")
     if kind not in _REQUIRED:
-        raise fail(f"hook {hook_id!r}: unknown hook type {kind!r} (webhook or airflow)")
+        raise fail(f"hook {hook_id!r}: unknown hook type {kind!r} (webhook, airflow or lua)")
     props = raw.get("properties") or {}
     if not isinstance(props, dict):
         raise fail(f"hook {hook_id!r}: 'properties' must be a mapping")
     for key in _REQUIRED[kind]:
         if not isinstance(props.get(key), str) or not props[key]:
             raise fail(f"hook {hook_id!r}: property {key!r} is required")
+    if kind == "lua":
+        _check_lua(hook_id, props, fail)
     condition = _IFS.get(str(raw.get("if") or "").strip())
     if condition is None:
         raise fail(f"hook {hook_id!r}: 'if' must be success() or failure()")
     return ActionHook(hook_id, kind, props, condition, str(raw.get("description") or ""))
+
+
+def _check_lua(hook_id: str, props: Mapping[str, Any], fail: Any) -> None:
+    """Check a lua hook's properties: one script (inline or a path), ``args`` a mapping."""
+    if "args" in props and not isinstance(props["args"], dict):
+        raise fail(f"hook {hook_id!r}: 'args' should be a map: wrong value type")
+    given = [key for key in ("script", *LUA_SCRIPT_PATHS) if key in props]
+    if not given:
+        raise fail(f"hook {hook_id!r}: 'script' or 'script_path' must be supplied")
+    if len(given) > 1:
+        raise fail(f"hook {hook_id!r}: only one of {' and '.join(map(repr, given))} may be given")
+    value = props[given[0]]
+    if not isinstance(value, str) or not value.strip():
+        raise fail(f"hook {hook_id!r}: property {given[0]!r} must be a non-empty string")

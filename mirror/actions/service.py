@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from mirror.actions.model import ACTIONS_PREFIX, Action, ActionFileError, parse_action
+from mirror.actions.model import ACTIONS_PREFIX, Action, ActionFileError, ActionHook, parse_action
 from mirror.actions.pending import PendingEvent, PendingEvents
 from mirror.actions.post_queue import PostQueue, process_name
 from mirror.actions.runs import (
@@ -40,7 +40,7 @@ from mirror.actions.runs import (
     RunStore,
     new_run_id,
 )
-from mirror.actions.webhook import call_hook
+from mirror.actions.webhook import HookOutcome, call_hook
 from mirror.core.committed import CommittedStore, RangeInfo
 from mirror.core.hooks import HookAbortError, HookEvent, HookRun
 from mirror.core.model import ObjectStat, Repository
@@ -49,7 +49,7 @@ from mirror.errors import LakeMirrorError, NotFoundError
 if TYPE_CHECKING:
     from mirror.core.catalog import Catalog
 
-__all__ = ["LOG_PREFIX", "ActionsService", "event_payload", "log_key"]
+__all__ = ["LOG_PREFIX", "ActionsService", "event_payload", "log_key", "lua_action"]
 
 log = logging.getLogger(__name__)
 
@@ -395,10 +395,17 @@ class ActionsService:
                     HookRunRecord(hook_run_id, action.name, hook.id, _rfc3339(start), "", "skipped")
                 )
                 continue
-            payload = event_payload(event, action.name, hook.id, start)
-            outcome = call_hook(
-                hook, payload, env_prefix=self.env_prefix, environ=self.environ, client=self._http
-            )
+            if hook.type == "lua":
+                outcome = self._call_lua(event, run_id, action, hook, start)
+            else:
+                payload = event_payload(event, action.name, hook.id, start)
+                outcome = call_hook(
+                    hook,
+                    payload,
+                    env_prefix=self.env_prefix,
+                    environ=self.environ,
+                    client=self._http,
+                )
             self._write(event.repository, log_key(run_id, hook_run_id), outcome.log.encode())
             status = "failed" if outcome.error else "completed"
             failed = failed or bool(outcome.error)
@@ -414,6 +421,30 @@ class ActionsService:
                 )
             )
         return out
+
+    def _call_lua(
+        self, event: HookEvent, run_id: str, action: Action, hook: ActionHook, start: float
+    ) -> HookOutcome:
+        """Run a lua hook (lupa is imported only here, when a lua hook runs)."""
+        from mirror.actions.lua import ScriptNotFoundError, call_lua_hook
+        from mirror.actions.lua_libs import CatalogClient, libraries
+
+        def read_script(path: str) -> str:
+            try:
+                data = self.catalog.read_object(event.repository, event.source_ref, path)
+            except NotFoundError:
+                raise ScriptNotFoundError(404) from None
+            except LakeMirrorError:
+                raise ScriptNotFoundError(500) from None
+            return data.decode("utf-8", "surrogateescape")
+
+        return call_lua_hook(
+            hook,
+            lua_action(self.catalog, event, action.name, hook.id, run_id, start),
+            read_script=read_script,
+            libraries=libraries(CatalogClient(self.catalog)),
+            username=event.committer,
+        )
 
     def _write(self, repository: str, key: str, data: bytes) -> None:
         try:
@@ -447,6 +478,60 @@ def _action_records(store: CommittedStore, range_ids: list[str]) -> list[tuple[s
         end = bisect.bisect_left(keys, _ACTIONS_END, first)
         found.extend((keys[i], rows.identity(i)) for i in range(first, end))
     return found
+
+
+def lua_action(
+    catalog: Catalog, event: HookEvent, action: str, hook_id: str, run_id: str, when: float
+) -> dict[str, Any]:
+    """Return a lua hook's global ``action``: lakeFS's hook record (pkg/actions/lua.go).
+
+    Its string fields are always there (``""`` when the event has none), as in lakeFS;
+    ``commit`` has the event's message, committer and metadata, and the stored commit's
+    parents, meta-range and date once the commit exists. ``merge_source`` is set for merges.
+    """
+    commit: dict[str, Any] = {
+        "message": event.commit_message,
+        "committer": event.committer,
+        "metadata": dict(event.commit_metadata),
+        "meta_range_id": "",
+        "creation_date": "",
+        "version": 0,
+        "parents": [],
+    }
+    namespace = ""
+    try:
+        namespace = catalog.get_repository(event.repository).storage_namespace
+        if event.commit_id:
+            found = catalog.get_commit(event.repository, event.commit_id)
+            commit.update(
+                message=event.commit_message or found.message,
+                committer=event.committer or found.committer,
+                metadata=dict(event.commit_metadata or found.metadata),
+                meta_range_id=found.metarange_id,
+                creation_date=_rfc3339(found.creation_date),
+                version=found.version,
+                parents=list(found.parents),
+            )
+    except LakeMirrorError:
+        pass  # not stored yet (a pre-merge's commit): the event's fields are all there is
+    record: dict[str, Any] = {
+        "action_name": action,
+        "hook_id": hook_id,
+        "run_id": run_id,
+        "pre_run_id": "",
+        "event_type": event.event_type,
+        "event_time": _rfc3339(when),
+        "commit_id": event.commit_id,
+        "branch_id": event.branch_id,
+        "source_ref": event.source_ref,
+        "tag_id": event.tag_id,
+        "repository_id": event.repository,
+        "storage_namespace": namespace,
+        "commit": commit,
+    }
+    if event.merge_source:
+        record["merge_source"] = event.merge_source
+    return record
 
 
 def _manifest(run: RunRecord) -> bytes:

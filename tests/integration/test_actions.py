@@ -349,7 +349,9 @@ def test_invalid_action_file_fails_the_operation(repo: Repo) -> None:
     with pytest.raises(ApiException) as refused:
         repo.commit("main", "lua")
     assert refused.value.status == 500
-    assert "lua hooks are not supported" in json.loads(refused.value.body)["message"]
+    message = json.loads(refused.value.body)["message"]
+    assert "_lakefs_actions/bad.yaml" in message
+    assert "'script' or 'script_path' must be supplied" in message
     assert repo.runs() == []
 
 

@@ -84,7 +84,22 @@ HOOK = "hooks:\n  - id: hook1\n    type: webhook\n    properties: {url: http://x
         ),
         (
             "name: A1\non:\n  pre-commit:\nhooks:\n  - {id: hook1, type: lua}\n",
-            "lua hooks are not supported",
+            "'script' or 'script_path' must be supplied",
+        ),
+        (
+            "name: A1\non:\n  pre-commit:\nhooks:\n"
+            "  - {id: hook1, type: lua, properties: {script: 'x()', script_path: a.lua}}\n",
+            "only one of 'script' and 'script_path' may be given",
+        ),
+        (
+            "name: A1\non:\n  pre-commit:\nhooks:\n"
+            "  - {id: hook1, type: lua, properties: {script: 'x()', args: [1]}}\n",
+            "'args' should be a map: wrong value type",
+        ),
+        (
+            "name: A1\non:\n  pre-commit:\nhooks:\n"
+            "  - {id: hook1, type: lua, properties: {script_file: ''}}\n",
+            "property 'script_file' must be a non-empty string",
         ),
         (
             "name: A1\non:\n  pre-commit:\nhooks:\n  - {id: hook1, type: shell}\n",
