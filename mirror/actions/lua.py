@@ -18,13 +18,20 @@ lupa is imported when a lua hook runs, never by processes that do not run one.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from mirror.actions.lua_libs import Library, LuaLibError, raw, text
 from mirror.actions.model import LUA_SCRIPT_PATHS, ActionHook
-from mirror.actions.webhook import DEFAULT_TIMEOUT, HookConfigError, HookOutcome, parse_duration
+from mirror.actions.webhook import (
+    DEFAULT_TIMEOUT,
+    HookConfigError,
+    HookOutcome,
+    Secrets,
+    parse_duration,
+)
 
 __all__ = ["DEFAULT_MAX_MEMORY", "MAX_OUTPUT", "ScriptNotFoundError", "call_lua_hook", "run_lua"]
 
@@ -145,9 +152,14 @@ def call_lua_hook(
     read_script: Callable[[str], str],
     libraries: Mapping[str, Library],
     username: str = "",
+    env_prefix: str = "LAKEFSACTION_",
+    environ: Mapping[str, str] | None = None,
     max_memory: int = DEFAULT_MAX_MEMORY,
 ) -> HookOutcome:
     """Run a lua hook for an event; never raises.
+
+    Strings in ``args`` take ``{{ ENV.X }}`` as webhook properties do (lakeFS's secure
+    strings); the values are masked in the log and the error.
 
     Args:
         hook: A hook of type ``lua`` (validated by :func:`~mirror.actions.model.parse_action`).
@@ -156,11 +168,15 @@ def call_lua_hook(
             :class:`ScriptNotFoundError` when it cannot.
         libraries: What ``require`` answers.
         username: The script's global ``username``.
+        env_prefix: Only environment variables starting with it may be substituted.
+        environ: The environment (the process's by default).
         max_memory: Bytes the VM may allocate.
     """
     props = hook.properties
+    secrets = Secrets(env_prefix, os.environ if environ is None else environ)
     try:
         timeout = parse_duration(str(props.get("timeout") or "")) or DEFAULT_TIMEOUT
+        args = _expand(secrets, dict(props.get("args") or {}))
     except HookConfigError as exc:
         return HookOutcome(f"action failed: {exc}", f"Configuration error: {exc}\n")
     script = props.get("script")
@@ -172,15 +188,26 @@ def call_lua_hook(
         except ScriptNotFoundError as exc:
             error = f"could not load {key} {path}: HTTP {exc.status}: invalid action"
             return HookOutcome(error, f"Error: {error}\n")
-    return run_lua(
+    outcome = run_lua(
         script,
         action=action,
-        args=dict(props.get("args") or {}),
+        args=args,
         username=username,
         libraries=libraries,
         timeout=timeout,
         max_memory=max_memory,
     )
+    return HookOutcome(secrets.mask(outcome.error), secrets.mask(outcome.log))
+
+
+def _expand(secrets: Secrets, value: Any) -> Any:
+    if isinstance(value, str):
+        return secrets.expand(value)
+    if isinstance(value, dict):
+        return {k: _expand(secrets, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(secrets, v) for v in value]
+    return value
 
 
 def _deny_attributes(obj: object, name: object, is_setting: bool) -> object:

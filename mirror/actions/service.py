@@ -444,6 +444,8 @@ class ActionsService:
             read_script=read_script,
             libraries=libraries(CatalogClient(self.catalog)),
             username=event.committer,
+            env_prefix=self.env_prefix,
+            environ=self.environ,
         )
 
     def _write(self, repository: str, key: str, data: bytes) -> None:

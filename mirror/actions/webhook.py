@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "HookConfigError",
     "HookOutcome",
+    "Secrets",
     "call_hook",
     "parse_duration",
 ]
@@ -74,8 +75,13 @@ def parse_duration(text: str) -> float:
     return total
 
 
-class _Secrets:
-    """Substitutes ``{{ ENV.X }}`` and remembers the values to mask."""
+class Secrets:
+    """Substitutes ``{{ ENV.X }}`` and remembers the values to mask (webhook and lua hooks).
+
+    Args:
+        prefix: Only environment variables with this prefix may be used.
+        environ: The environment.
+    """
 
     def __init__(self, prefix: str, environ: Mapping[str, str]) -> None:
         self.prefix = prefix
@@ -83,6 +89,12 @@ class _Secrets:
         self.values: set[str] = set()
 
     def expand(self, text: str) -> str:
+        """Return ``text`` with ``{{ ENV.X }}`` substituted.
+
+        Raises:
+            HookConfigError: a variable lacks the prefix or is not set.
+        """
+
         def one(m: re.Match[str]) -> str:
             name = m.group(1)
             if not name.startswith(self.prefix):
@@ -99,6 +111,7 @@ class _Secrets:
         return _ENV.sub(one, text)
 
     def mask(self, text: str) -> str:
+        """Return ``text`` with every substituted value replaced by ``******``."""
         for value in sorted(self.values, key=len, reverse=True):
             text = text.replace(value, _MASK)
         return text
@@ -134,7 +147,7 @@ def call_hook(
         client: The HTTP client to send with (shared, it keeps connections); a new one if
             ``None``.
     """
-    secrets = _Secrets(env_prefix, os.environ if environ is None else environ)
+    secrets = Secrets(env_prefix, os.environ if environ is None else environ)
     lines: list[str] = []
     try:
         props = hook.properties

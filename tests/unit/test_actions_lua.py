@@ -368,3 +368,28 @@ def test_catalog_errors_keep_their_status(catalog: Catalog) -> None:
     assert client.create_tag("repo", "nope", "v2")[0] == 404
     with pytest.raises(NotFoundError):
         catalog.get_tag("repo", "v2")
+
+
+def test_args_take_prefixed_environment_variables_masked_in_the_log() -> None:
+    hook = ActionHook(
+        "h",
+        "lua",
+        {
+            "script": "print(args.token .. '!')\nerror(args.token)",
+            "args": {"token": "{{ ENV.LAKEFSACTION_TOKEN }}"},
+        },
+    )
+    environ = {"LAKEFSACTION_TOKEN": "t0ps3cret", "OTHER": "x"}
+
+    def read(path: str) -> str:
+        raise ScriptNotFoundError(404)
+
+    found = call_lua_hook(hook, ACTION, read_script=read, libraries={}, environ=environ)
+    assert found.log.startswith("******!\n")
+    assert found.error == 'runtime error: [string "lua"]:2: ******'
+    assert "t0ps3cret" not in found.log
+    other = ActionHook("h", "lua", {"script": "print(1)", "args": {"a": ["{{ ENV.OTHER }}"]}})
+    refused = call_lua_hook(other, ACTION, read_script=read, libraries={}, environ=environ)
+    assert refused.error == (
+        "action failed: environment variable 'OTHER' is not allowed (prefix 'LAKEFSACTION_')"
+    )
