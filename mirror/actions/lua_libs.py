@@ -316,18 +316,32 @@ class CatalogClient:
     """lakeFS's ``lakefs`` Lua library, acting on the server's catalog as the API does.
 
     Each call answers ``(status code, body)``: 2xx with the API's JSON (as a table), or the
-    API's error status with ``{message = ...}``. Calls run with the server's authority (lakeFS
-    runs them as the user whose operation fired the hook).
+    API's error status with ``{message = ...}``. Calls reach only the repository whose event
+    fired the hook (another answers 403): its action files were written by someone allowed to
+    write there. lakeFS runs them as the user whose operation fired the hook instead.
 
     Args:
         catalog: The catalog the server's API serves.
+        repository: The repository of the event.
     """
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, repository: str) -> None:
         self.catalog = catalog
+        self.repository = repository
+
+    def _foreign(self, repository: str) -> dict[str, Any] | None:
+        """Return the 403 body for a repository other than the event's, else ``None``."""
+        if repository == self.repository:
+            return None
+        return {
+            "message": f"insufficient permissions: a hook of repository {self.repository!r} "
+            f"cannot use repository {repository!r}"
+        }
 
     def get_object(self, repository: str, ref: str, path: str) -> tuple[int, Any]:
         """Return ``200, bytes`` of an object, or the error status and its JSON text."""
+        if (refused := self._foreign(repository)) is not None:
+            return 403, json.dumps(refused) + "\n"
         try:
             return 200, self.catalog.read_object(repository, ref, path)
         except LakeMirrorError as exc:
@@ -336,6 +350,8 @@ class CatalogClient:
 
     def stat_object(self, repository: str, ref: str, path: str) -> tuple[int, Any]:
         """Return ``200`` and the object's stats as JSON text (lakeFS answers the raw body)."""
+        if (refused := self._foreign(repository)) is not None:
+            return 403, json.dumps(refused)
         try:
             row = _object_row(self.catalog.stat_object(repository, ref, path))
             return 200, json.dumps(row)
@@ -354,6 +370,8 @@ class CatalogClient:
         user_metadata: bool = True,
     ) -> tuple[int, Any]:
         """Return ``200, {results, pagination}`` of one listing page (``GET objects/ls``)."""
+        if (refused := self._foreign(repository)) is not None:
+            return 403, refused
         try:
             listed = self.catalog.list_objects(
                 repository,
@@ -390,6 +408,8 @@ class CatalogClient:
         amount: int | None = None,
     ) -> tuple[int, Any]:
         """Return ``200, {results, pagination}`` of the three-dot diff ``left...right``."""
+        if (refused := self._foreign(repository)) is not None:
+            return 403, refused
         size = _page_size(amount)
         rows: list[dict[str, Any]] = []
         has_more = False
@@ -421,6 +441,8 @@ class CatalogClient:
 
     def create_tag(self, repository: str, ref: str, tag: str) -> tuple[int, Any]:
         """Create tag ``tag`` at ``ref``; return ``201, {id, commit_id}``."""
+        if (refused := self._foreign(repository)) is not None:
+            return 403, refused
         try:
             commit_id = self.catalog.create_tag(repository, tag, ref)
         except LakeMirrorError as exc:

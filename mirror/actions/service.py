@@ -442,7 +442,7 @@ class ActionsService:
             hook,
             lua_action(self.catalog, event, action.name, hook.id, run_id, start),
             read_script=read_script,
-            libraries=libraries(CatalogClient(self.catalog)),
+            libraries=libraries(CatalogClient(self.catalog, event.repository)),
             username=event.committer,
             env_prefix=self.env_prefix,
             environ=self.environ,

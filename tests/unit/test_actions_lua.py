@@ -211,7 +211,7 @@ def catalog() -> Iterator[Catalog]:
 
 
 def test_lakefs_library(catalog: Catalog) -> None:
-    libs = libraries(CatalogClient(catalog))
+    libs = libraries(CatalogClient(catalog, "repo"))
     log = out(
         'local lakefs = require("lakefs")\n'
         'local json = require("encoding/json")\n'
@@ -253,7 +253,7 @@ def test_lakefs_diff_refs(catalog: Catalog) -> None:
         'code, body = lakefs.diff_refs("repo", "main", "dev", "", "", "/")\n'
         "print(#body.results, body.results[2].path, body.results[2].type)\n"
         'print((lakefs.diff_refs("repo", "main", "nope")))',
-        libraries=libraries(CatalogClient(catalog)),
+        libraries=libraries(CatalogClient(catalog, "repo")),
     )
     assert log == "200\t2\tdata/c.txt\tadded\n2\tnew/\tprefix_changed\n404\n"
 
@@ -363,11 +363,27 @@ def test_a_script_file_is_read_at_the_source_ref() -> None:
 
 
 def test_catalog_errors_keep_their_status(catalog: Catalog) -> None:
-    client = CatalogClient(catalog)
-    assert client.list_objects("nope", "main")[0] == 404
+    client = CatalogClient(catalog, "repo")
+    assert client.list_objects("repo", "nope")[0] == 404
     assert client.create_tag("repo", "nope", "v2")[0] == 404
     with pytest.raises(NotFoundError):
         catalog.get_tag("repo", "v2")
+
+
+def test_a_hook_reaches_only_its_own_repository(catalog: Catalog) -> None:
+    catalog.create_repository("other", "mem://other")
+    catalog.upload_object("other", "main", "secret", b"s")
+    catalog.commit("other", "main", "secret")
+    client = CatalogClient(catalog, "repo")
+    status, body = client.get_object("other", "main", "secret")
+    assert status == 403 and "insufficient permissions" in body
+    assert client.stat_object("other", "main", "secret")[0] == 403
+    assert client.list_objects("other", "main")[0] == 403
+    assert client.diff_refs("other", "main", "main")[0] == 403
+    assert client.create_tag("other", "main", "v9")[0] == 403
+    with pytest.raises(NotFoundError):
+        catalog.get_tag("other", "v9")
+    assert client.get_object("repo", "main", "top") == (200, b"t")
 
 
 def test_args_take_prefixed_environment_variables_masked_in_the_log() -> None:
