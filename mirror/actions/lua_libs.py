@@ -40,13 +40,29 @@ from mirror.errors import (
 if TYPE_CHECKING:
     from mirror.core.catalog import Catalog
 
-__all__ = ["CatalogClient", "LuaLibError", "libraries", "raw", "text"]
+__all__ = [
+    "CatalogClient",
+    "ErrorAnswer",
+    "LuaLibError",
+    "libraries",
+    "raw",
+    "text",
+    "unmapped",
+]
 
 Library = dict[str, Callable[..., Any]]
 
 _MAX_PER_PAGE = 1000
 _DEFAULT_AMOUNT = 100
-# the statuses the API answers for the error tree (mirror.api.errors, most specific first)
+ErrorAnswer = Callable[[BaseException], tuple[int, str]]
+"""How the API answers an error: its status and message (:func:`mirror.api.errors.answer_for`)."""
+
+
+def unmapped(exc: BaseException) -> tuple[int, str]:
+    """Answer every error as 500 with its text: for a client built without the API's mapping."""
+    return 500, str(exc)
+
+
 _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (PermissionDeniedError, 403),
     (ReadOnlyError, 403),
@@ -268,17 +284,6 @@ def regexp_compile(pattern: str) -> Library:
 # lakefs
 
 
-def _status(exc: LakeMirrorError) -> int:
-    for cls, status in _STATUS:
-        if isinstance(exc, cls):
-            return status
-    return 500
-
-
-def _failure(exc: LakeMirrorError) -> tuple[int, dict[str, Any]]:
-    return _status(exc), {"message": str(exc)}
-
-
 def _object_row(stat: ObjectStat) -> dict[str, Any]:
     entry = stat.entry
     return {
@@ -323,11 +328,17 @@ class CatalogClient:
     Args:
         catalog: The catalog the server's API serves.
         repository: The repository of the event.
+        answer: The API's status and message for an error.
     """
 
-    def __init__(self, catalog: Catalog, repository: str) -> None:
+    def __init__(self, catalog: Catalog, repository: str, answer: ErrorAnswer = unmapped) -> None:
         self.catalog = catalog
         self.repository = repository
+        self.answer = answer
+
+    def _failure(self, exc: LakeMirrorError) -> tuple[int, dict[str, Any]]:
+        status, message = self.answer(exc)
+        return status, {"message": message}
 
     def _foreign(self, repository: str) -> dict[str, Any] | None:
         """Return the 403 body for a repository other than the event's, else ``None``."""
@@ -345,7 +356,7 @@ class CatalogClient:
         try:
             return 200, self.catalog.read_object(repository, ref, path)
         except LakeMirrorError as exc:
-            status, body = _failure(exc)
+            status, body = self._failure(exc)
             return status, json.dumps(body) + "\n"
 
     def stat_object(self, repository: str, ref: str, path: str) -> tuple[int, Any]:
@@ -356,7 +367,7 @@ class CatalogClient:
             row = _object_row(self.catalog.stat_object(repository, ref, path))
             return 200, json.dumps(row)
         except LakeMirrorError as exc:
-            status, body = _failure(exc)
+            status, body = self._failure(exc)
             return status, json.dumps(body)
 
     def list_objects(
@@ -382,7 +393,7 @@ class CatalogClient:
                 delimiter=delimiter or "",
             )
         except LakeMirrorError as exc:
-            return _failure(exc)
+            return self._failure(exc)
         rows = [_object_row(ObjectStat(p, e, a)) for p, e, a in listed.rows]
         if not user_metadata:
             for row in rows:
@@ -435,7 +446,7 @@ class CatalogClient:
                     break
                 rows.append(row)
         except LakeMirrorError as exc:
-            return _failure(exc)
+            return self._failure(exc)
         last = rows[-1]["path"] if rows else ""
         return 200, {"results": rows, "pagination": _pagination(has_more, last, len(rows))}
 
@@ -446,7 +457,7 @@ class CatalogClient:
         try:
             commit_id = self.catalog.create_tag(repository, tag, ref)
         except LakeMirrorError as exc:
-            return _failure(exc)
+            return self._failure(exc)
         return 201, {"id": tag, "commit_id": commit_id}
 
 

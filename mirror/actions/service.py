@@ -47,6 +47,7 @@ from mirror.core.model import ObjectStat, Repository
 from mirror.errors import LakeMirrorError, NotFoundError
 
 if TYPE_CHECKING:
+    from mirror.actions.lua_libs import ErrorAnswer
     from mirror.core.catalog import Catalog
 
 __all__ = ["LOG_PREFIX", "ActionsService", "event_payload", "log_key", "lua_action"]
@@ -107,6 +108,8 @@ class ActionsService:
             a dead process's events run elsewhere that long after it died.
         owner: This process's name in those claims (default: host, process ID, random).
         clock: Returns the current time in seconds.
+        error_answer: The API's status and message for an error, which lua hooks' ``lakefs``
+            calls answer (every error is a 500 without it).
     """
 
     def __init__(
@@ -120,8 +123,10 @@ class ActionsService:
         post_lease: float = 30.0,
         owner: str | None = None,
         clock: Callable[[], float] = time.time,
+        error_answer: ErrorAnswer | None = None,
     ) -> None:
         self.mirror_post_hooks = mirror_post_hooks
+        self.error_answer = error_answer
         self.catalog = catalog
         self.runs = RunStore(catalog.kv)
         self.env_prefix = env_prefix
@@ -427,7 +432,7 @@ class ActionsService:
     ) -> HookOutcome:
         """Run a lua hook (lupa is imported only here, when a lua hook runs)."""
         from mirror.actions.lua import ScriptNotFoundError, call_lua_hook
-        from mirror.actions.lua_libs import CatalogClient, libraries
+        from mirror.actions.lua_libs import CatalogClient, libraries, unmapped
 
         def read_script(path: str) -> str:
             try:
@@ -442,7 +447,9 @@ class ActionsService:
             hook,
             lua_action(self.catalog, event, action.name, hook.id, run_id, start),
             read_script=read_script,
-            libraries=libraries(CatalogClient(self.catalog, event.repository)),
+            libraries=libraries(
+                CatalogClient(self.catalog, event.repository, self.error_answer or unmapped)
+            ),
             username=event.committer,
             env_prefix=self.env_prefix,
             environ=self.environ,

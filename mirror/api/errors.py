@@ -58,6 +58,7 @@ __all__ = [
     "NoDataError",
     "NotAMirrorError",
     "NotYetReplicatedError",
+    "answer_for",
     "describe_error",
     "error_response",
     "in_context",
@@ -162,6 +163,11 @@ def message_for(exc: BaseException) -> str:
     if not text or text in message:
         return message
     return with_text(text, message)
+
+
+def answer_for(exc: BaseException) -> tuple[int, str]:
+    """Return the status and message the API answers for ``exc``."""
+    return status_for(exc), message_for(exc)
 
 
 def error_response(

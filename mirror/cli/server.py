@@ -14,6 +14,7 @@ from mirror.api.auth.errors import SetupDoneError
 from mirror.api.auth.secrets import cipher_from_config
 from mirror.api.auth.store import AuthStore
 from mirror.api.auth.tokens import LoginTokens
+from mirror.api.errors import answer_for
 from mirror.block.resolver import BlockResolver
 from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers
 from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig, S3Settings
@@ -279,6 +280,7 @@ def build_app(
             post_workers=config.actions.post_workers,
             mirror_post_hooks=config.actions.mirror_post_hooks,
             post_lease=config.actions.post_lease_seconds,
+            error_answer=answer_for,
         )
         catalog.hooks = hooks
         # the post-events a dead process left pending run here

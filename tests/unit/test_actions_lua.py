@@ -16,6 +16,7 @@ from mirror.actions.lua import ScriptNotFoundError, call_lua_hook, run_lua
 from mirror.actions.lua_libs import CatalogClient, libraries
 from mirror.actions.model import ActionHook
 from mirror.actions.service import LOG_PREFIX
+from mirror.api.errors import answer_for
 from mirror.core import open_memory
 from mirror.core.catalog import Catalog
 from mirror.core.hooks import HookAbortError
@@ -211,7 +212,7 @@ def catalog() -> Iterator[Catalog]:
 
 
 def test_lakefs_library(catalog: Catalog) -> None:
-    libs = libraries(CatalogClient(catalog, "repo"))
+    libs = libraries(CatalogClient(catalog, "repo", answer_for))
     log = out(
         'local lakefs = require("lakefs")\n'
         'local json = require("encoding/json")\n'
@@ -253,7 +254,7 @@ def test_lakefs_diff_refs(catalog: Catalog) -> None:
         'code, body = lakefs.diff_refs("repo", "main", "dev", "", "", "/")\n'
         "print(#body.results, body.results[2].path, body.results[2].type)\n"
         'print((lakefs.diff_refs("repo", "main", "nope")))',
-        libraries=libraries(CatalogClient(catalog, "repo")),
+        libraries=libraries(CatalogClient(catalog, "repo", answer_for)),
     )
     assert log == "200\t2\tdata/c.txt\tadded\n2\tnew/\tprefix_changed\n404\n"
 
@@ -363,7 +364,7 @@ def test_a_script_file_is_read_at_the_source_ref() -> None:
 
 
 def test_catalog_errors_keep_their_status(catalog: Catalog) -> None:
-    client = CatalogClient(catalog, "repo")
+    client = CatalogClient(catalog, "repo", answer_for)
     assert client.list_objects("repo", "nope")[0] == 404
     assert client.create_tag("repo", "nope", "v2")[0] == 404
     with pytest.raises(NotFoundError):
@@ -374,7 +375,7 @@ def test_a_hook_reaches_only_its_own_repository(catalog: Catalog) -> None:
     catalog.create_repository("other", "mem://other")
     catalog.upload_object("other", "main", "secret", b"s")
     catalog.commit("other", "main", "secret")
-    client = CatalogClient(catalog, "repo")
+    client = CatalogClient(catalog, "repo", answer_for)
     status, body = client.get_object("other", "main", "secret")
     assert status == 403 and "insufficient permissions" in body
     assert client.stat_object("other", "main", "secret")[0] == 403
