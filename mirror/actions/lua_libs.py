@@ -25,17 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mirror.core.model import DiffEntry, DiffType, ObjectStat
-from mirror.errors import (
-    AlreadyExistsError,
-    ConflictError,
-    InvalidValueError,
-    LakeMirrorError,
-    NotFoundError,
-    PermissionDeniedError,
-    PreconditionFailedError,
-    ReadOnlyError,
-    UnavailableError,
-)
+from mirror.errors import LakeMirrorError
 
 if TYPE_CHECKING:
     from mirror.core.catalog import Catalog
@@ -63,16 +53,6 @@ def unmapped(exc: BaseException) -> tuple[int, str]:
     return 500, str(exc)
 
 
-_STATUS: tuple[tuple[type[BaseException], int], ...] = (
-    (PermissionDeniedError, 403),
-    (ReadOnlyError, 403),
-    (NotFoundError, 404),
-    (AlreadyExistsError, 409),
-    (PreconditionFailedError, 412),
-    (InvalidValueError, 400),
-    (ConflictError, 409),
-    (UnavailableError, 503),
-)
 # Go's json.Encoder escapes these inside strings (its SetEscapeHTML default)
 _GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028"}
 _GO_ESCAPES["\u2029"] = "\\u2029"
