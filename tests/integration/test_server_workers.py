@@ -141,6 +141,11 @@ def test_concurrent_commits_to_one_branch_through_both_workers_lose_nothing(
 ) -> None:
     repo = unique("workers")
     with _two_workers(tmp_path, backend_env) as server:
+        # both workers serving before the writers start (one may still be starting up)
+        seen: set[str] = set()
+        wait_for(
+            lambda: len(_workers_seen(server.url, seen)) == WORKERS, 60, "both workers serving"
+        )
         api = f"{server.url}/api/v1"
         body = {"name": repo, "storage_namespace": f"local://{repo}", "default_branch": "main"}
         assert httpx.post(f"{api}/repositories", json=body, auth=KEY).status_code == 201
