@@ -22,10 +22,10 @@ from mirror.api.repository_cleanups import (
     register_repository_cleanups,
     resume_deletions_in_background,
 )
-from mirror.api.routers import actions as actions_routes
-from mirror.api.routers import async_ops as async_ops_routes
 from mirror.api.routers import (
+    acl,
     auth,
+    auth_capabilities,
     backing,
     branches,
     config,
@@ -44,6 +44,8 @@ from mirror.api.routers import (
     staging,
     tags,
 )
+from mirror.api.routers import actions as actions_routes
+from mirror.api.routers import async_ops as async_ops_routes
 from mirror.api.routers import dump as dump_routes
 from mirror.api.routers import login as login_routes
 from mirror.config import GCSettings
@@ -181,6 +183,8 @@ def create_app(
         mirrors,
         mirror_roles,
         auth,
+        acl,
+        auth_capabilities,
         async_ops_routes,
         gc,
         protection,

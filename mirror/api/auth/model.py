@@ -138,23 +138,30 @@ class Statement:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """A named list of statements."""
+    """A named list of statements; ``acl``: the ACL permission it was derived from, if any."""
 
     id: str
     creation_date: int
     statements: tuple[Statement, ...]
+    acl: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the policy in lakeFS's JSON form."""
-        return {
+        """Return the policy in lakeFS's JSON form (with ``acl`` when derived from an ACL)."""
+        record: dict[str, Any] = {
             "id": self.id,
             "creation_date": self.creation_date,
             "statement": [s.to_dict() for s in self.statements],
         }
+        if self.acl is not None:
+            record["acl"] = self.acl
+        return record
 
     @classmethod
     def from_dict(cls, r: dict[str, Any]) -> Policy:
-        """Build a policy from lakeFS's JSON form."""
+        """Build a policy from :meth:`to_dict` output."""
         return cls(
-            r["id"], int(r["creation_date"]), tuple(Statement.from_dict(s) for s in r["statement"])
+            r["id"],
+            int(r["creation_date"]),
+            tuple(Statement.from_dict(s) for s in r["statement"]),
+            r.get("acl"),
         )

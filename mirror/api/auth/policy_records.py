@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
+from mirror.api.auth.acl import is_acl_policy_name
 from mirror.api.auth.errors import (
     InvalidAuthValueError,
     PolicyAttachmentNotFoundError,
@@ -62,11 +63,8 @@ class PolicyRecords(PrincipalRecords):
         Raises:
             PolicyNotFoundError: no such policy.
         """
-        record = (
-            self._get(record_key("policies", policy_id))
-            if ID_PATTERN.fullmatch(policy_id)
-            else None
-        )
+        well_formed = ID_PATTERN.fullmatch(policy_id) or is_acl_policy_name(policy_id)
+        record = self._get(record_key("policies", policy_id)) if well_formed else None
         if record is None:
             raise PolicyNotFoundError(f"policy {policy_id!r} not found")
         return Policy.from_dict(record)

@@ -2,9 +2,10 @@
 
 :class:`AuthStore` is built in layers, one module each: :mod:`.records` (the KV layout, the
 encoding and what a process keeps), :mod:`.principals` (users, groups and memberships),
-:mod:`.policy_records` (policies and their attachments), :mod:`.credentials` (access keys,
-signing in, and the secrets the S3 gateway verifies signatures with, sealed by
-:mod:`.secrets`), and this module (setting an installation up).
+:mod:`.policy_records` (policies and their attachments), :mod:`.acl_records` (groups' ACLs,
+kept as derived policies), :mod:`.credentials` (access keys, signing in, and the secrets the
+S3 gateway verifies signatures with, sealed by :mod:`.secrets`), and this module (setting an
+installation up).
 
 Several processes share the records. What a request needs (the key, its user, the user's
 effective policies) is cached per process under the KV's auth generation (:mod:`.cache`): each
@@ -14,6 +15,7 @@ applies to every request that starts after it was acknowledged.
 
 from __future__ import annotations
 
+from mirror.api.auth.acl_records import AclRecords
 from mirror.api.auth.builtin import ADMINS, BUILTIN_GROUPS, BUILTIN_POLICIES
 from mirror.api.auth.credentials import CredentialRecords, SignedIn, SigningKey
 from mirror.api.auth.errors import (
@@ -39,7 +41,7 @@ None at all: caches are checked against the auth generation on every request.
 """
 
 
-class AuthStore(CredentialRecords):
+class AuthStore(CredentialRecords, AclRecords):
     """The auth records of one installation, kept in a KV store.
 
     Args:
