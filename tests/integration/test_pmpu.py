@@ -298,15 +298,21 @@ def test_request_errors(
     assert no_address.json()["message"] == "physical_address is required"
     no_path = http.post(f"/repositories/{repo}/branches/main/staging/pmpu")
     assert (no_path.status_code, no_path.json()["message"]) == (400, "path is required")
-    bad_range = http.put(
-        f"{pmpu}/parts/1/copy",
-        params={"path": path},
-        json={
-            "physical_address": upload.physical_address,
-            "copy_source": {"repository": repo, "ref": "main", "path": path, "range": "bytes=9-1"},
-        },
+    source = "errors-source.bin"
+    made = http.post(
+        f"/repositories/{repo}/branches/main/objects", params={"path": source}, content=b"s" * 64
     )
+    assert made.status_code == 201, made.text
+
+    def copy(where: str, byte_range: str | None = None) -> httpx.Response:
+        copy_source = {"repository": repo, "ref": "main", "path": where, "range": byte_range}
+        body = {"physical_address": upload.physical_address, "copy_source": copy_source}
+        return http.put(f"{pmpu}/parts/1/copy", params={"path": path}, json=body)
+
+    bad_range = copy(source, "bytes=9-1")
     assert bad_range.status_code == 400, bad_range.text
+    # lakeFS finds the source object before it reads the range
+    assert copy("errors-missing.bin", "bytes=9-1").status_code == 404
     no_source = http.put(
         f"{pmpu}/parts/1/copy",
         params={"path": path},
@@ -324,20 +330,6 @@ def test_refusals(
     http: httpx.Client,
     repo: str,
 ) -> None:
-    # a local namespace cannot presign: lakeFS's 501, as for a block adapter without presign
-    local = unique("pmpu-local")
-    repos = lakefs_sdk.RepositoriesApi(sdk)
-    repos.create_repository(
-        lakefs_sdk.RepositoryCreation(name=local, storage_namespace=f"local://{local}")
-    )
-    try:
-        with pytest.raises(ApiException) as unsupported:
-            experimental.create_presign_multipart_upload(local, "main", "a.bin", parts=1)
-        assert unsupported.value.status == 501
-        assert _message(unsupported.value) == "presign multipart upload API is not supported"
-    finally:
-        repos.delete_repository(local, force=True)
-
     # a mirror is read-only
     mirror = unique("pmpu-mirror")
     made = http.post(
@@ -399,6 +391,83 @@ def test_refusals(
     finally:
         auth.delete_user(writer_id)
         auth.delete_policy(policy_id)
+
+
+@pytest.fixture
+def local_repo(sdk: lakefs_sdk.ApiClient, http: httpx.Client) -> Iterator[str]:
+    """A repository of the same server whose namespace is local, with one object."""
+    name = unique("pmpu-local")
+    repos = lakefs_sdk.RepositoriesApi(sdk)
+    repos.create_repository(
+        lakefs_sdk.RepositoryCreation(name=name, storage_namespace=f"local://{name}")
+    )
+    made = http.post(
+        f"/repositories/{name}/branches/main/objects", params={"path": "src.bin"}, content=b"src"
+    )
+    assert made.status_code == 201, made.text
+    yield name
+    repos.delete_repository(name, force=True)
+
+
+def test_local_namespaces_cannot_presign(
+    experimental: lakefs_sdk.ExperimentalApi, http: httpx.Client, local_repo: str
+) -> None:
+    path, upload_id = "big.bin", "0123456789abcdef0123456789abcdef"
+    # starting, completing and aborting an upload: lakeFS's 501 for a store without presign
+    with pytest.raises(ApiException) as unsupported:
+        experimental.create_presign_multipart_upload(local_repo, "main", path, parts=1)
+    assert unsupported.value.status == 501
+    assert _message(unsupported.value) == "presign multipart upload API is not supported"
+    address = http.get(
+        f"/repositories/{local_repo}/branches/main/staging/backing", params={"path": path}
+    ).json()["physical_address"]
+    assert address.startswith(f"local://{local_repo}/data/")
+    done = lakefs_sdk.CompletePresignMultipartUpload(
+        physical_address=address, parts=[lakefs_sdk.UploadPart(part_number=1, etag="e")]
+    )
+    with pytest.raises(ApiException) as completing:
+        experimental.complete_presign_multipart_upload(local_repo, "main", upload_id, path, done)
+    assert completing.value.status == 501
+    with pytest.raises(ApiException) as aborting:
+        experimental.abort_presign_multipart_upload(
+            local_repo,
+            "main",
+            upload_id,
+            path,
+            lakefs_sdk.AbortPresignMultipartUpload(physical_address=address),
+        )
+    assert aborting.value.status == 501
+
+    # the part calls check the signed address and the source first, as lakeFS's handlers do
+    def part(where: str, physical_address: str) -> lakefs_sdk.UploadTo:
+        body = lakefs_sdk.UploadPartFrom(physical_address=physical_address)
+        return experimental.upload_part(local_repo, "main", upload_id, where, 1, body)
+
+    def copy(where: str, physical_address: str, source: str) -> None:
+        body = lakefs_sdk.UploadPartCopyFrom(
+            physical_address=physical_address,
+            copy_source=lakefs_sdk.CopyPartSource(repository=local_repo, ref="main", path=source),
+        )
+        experimental.upload_part_copy(local_repo, "main", upload_id, where, 1, body)
+
+    with pytest.raises(BadRequestException) as outside:
+        part(path, "local://elsewhere/data/x")
+    assert _message(outside.value) == "physical address must be relative to the storage namespace"
+    with pytest.raises(BadRequestException) as other_path:
+        part("other.bin", address)
+    assert _message(other_path.value).startswith("link address invalid")
+    with pytest.raises(BadRequestException) as other_path_copy:
+        copy("other.bin", address, "src.bin")
+    assert _message(other_path_copy.value).startswith("link address invalid")
+    with pytest.raises(NotFoundException):
+        copy(path, address, "missing.bin")
+    # then the store: lakeFS's local adapter cannot presign a part URL
+    with pytest.raises(BadRequestException) as no_url:
+        part(path, address)
+    assert _message(no_url.value).startswith("operation not supported")
+    with pytest.raises(BadRequestException) as no_copy:
+        copy(path, address, "src.bin")
+    assert _message(no_copy.value).startswith("operation not supported")
 
 
 def _write_but_not_read(writer: lakefs_sdk.ExperimentalApi, repo: str) -> None:

@@ -1,5 +1,5 @@
-"""Presigned multipart uploads: the 501 of stores that cannot presign, on the in-process app, and
-how S3's refusals map to the error tree (botocore's own stubber answering as S3 would)."""
+"""Presigned multipart uploads: what stores that cannot presign answer, on the in-process app,
+and how S3's refusals map to the error tree (botocore's own stubber answering as S3 would)."""
 
 from __future__ import annotations
 
@@ -65,15 +65,26 @@ async def _calls(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("schemes", [("local",), ("local", "mem", "s3")])
-async def test_stores_that_cannot_presign_answer_lakefs_501(schemes: tuple[str, ...]) -> None:
-    app, creds = _app(schemes)
-    # without mem:// served, the repository is refused and the 501 comes before its lookup
-    for answer in await _calls(app, creds, 201 if "mem" in schemes else 400):
+async def test_stores_that_cannot_presign_answer_lakefs_501_on_uploads() -> None:
+    app, creds = _app(("local", "mem", "s3"))
+    create, complete, abort, part, copy = await _calls(app, creds)
+    for answer in (create, complete, abort):
         assert answer.status_code == 501, answer.text
         assert answer.json() == {"message": "presign multipart upload API is not supported"}
+    # the part calls check their request before they ask the store (here: what is missing)
+    assert (part.status_code, part.json()["message"]) == (400, "physical_address is required")
+    assert (copy.status_code, copy.json()["message"]) == (400, "copy_source is required")
     for answer in await _calls(app, None):
         assert answer.status_code == 401
+
+
+@pytest.mark.anyio
+async def test_the_repository_is_looked_up_before_the_store() -> None:
+    app, creds = _app(("local",))
+    # mem:// is not served, so the repository is refused and every call finds none
+    for answer in await _calls(app, creds, 400):
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["message"].startswith("repository not found")
 
 
 def test_only_s3_stores_upload_parts_to_presigned_urls() -> None:

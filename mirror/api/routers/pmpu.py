@@ -14,10 +14,17 @@ The client uploads a large object's parts straight to S3:
 - ``DELETE …/pmpu/{uploadId}`` (204) aborts it.
 
 Every call needs ``fs:WriteObject`` on ``path``, and the signed address handed out for the same
-repository, branch and path (400 otherwise). lakeFS answers 501 ``presign multipart upload API is
-not supported`` when its block adapter cannot presign; here so does a repository whose namespace
-is not on S3 (``local://``), after the permission check. Mirrors refuse (403 ``read-only
-repository``), and protected branches refuse staging writes.
+repository, branch and path (400 otherwise). Mirrors refuse (403 ``read-only repository``), and
+protected branches refuse staging writes.
+
+A repository whose namespace is not on S3 (``local://``) cannot presign. As in lakeFS, create,
+complete and abort answer 501 ``presign multipart upload API is not supported`` once the
+repository is found. The two part calls make every check of lakeFS's handlers first (the
+repository, the signed address, a copy's source object) and then ask the store, which answers
+lakeFS's 400 ``operation not supported``: lakeFS's local block adapter cannot presign a part URL.
+Its local adapter would copy a part, into the upload of that ID its S3 gateway started; the
+gateway's uploads here are its own, so a part copied into a local namespace could never be
+completed, and the copy is refused like the part URL.
 """
 
 from __future__ import annotations
@@ -62,11 +69,19 @@ router = APIRouter(route_class=LakeFSRoute, tags=["experimental"])
 
 _PMPU = "/repositories/{repository}/branches/{branch}/staging/pmpu"
 UNSUPPORTED = "presign multipart upload API is not supported"
+MAX_PARTS = 10_000
+"""The most parts one upload may have (lakeFS's ``manager.MaxUploadParts``, S3's limit)."""
 PathQuery = Annotated[str, Query(description="relative to the branch")]
 
 
 class PmpuRequestError(LakeFSText, InvalidValueError):
     """A request lakeFS refuses with a text of its own (400); the text is the detail."""
+
+
+class PartsNotSupportedError(LakeFSText, InvalidValueError):
+    """The repository's store cannot take parts of a presigned upload (lakeFS's 400)."""
+
+    lakefs_text = "operation not supported"
 
 
 class _Request(BaseModel):
@@ -139,7 +154,8 @@ def _s3() -> ModuleType:
     """Return :mod:`mirror.block.s3_multipart`, imported only where ``s3://`` is served.
 
     It needs the ``s3`` extra (botocore), which a server of local namespaces may not have;
-    every handler answers 501 before this when the server serves no ``s3://`` namespace.
+    no repository of a server that serves no ``s3://`` namespace gets an uploader, so every
+    handler answers before this there.
     """
     from mirror.block import s3_multipart
 
@@ -147,6 +163,9 @@ def _s3() -> ModuleType:
 
 
 def _uploader(state: StateDep, repo: Repository) -> S3Multipart | None:
+    """Return the multipart uploader of the repository's store; ``None`` if it cannot presign."""
+    if "s3" not in state.namespace_schemes:
+        return None
     uploader: S3Multipart | None = _s3().multipart_for(state.catalog.block_store(repo))
     return uploader
 
@@ -154,16 +173,33 @@ def _uploader(state: StateDep, repo: Repository) -> S3Multipart | None:
 def _open_upload(state: StateDep, repository: str) -> tuple[Repository, S3Multipart] | Response:
     """Return the writable repository and its multipart uploader, or lakeFS's 501.
 
-    The 501 comes first when the server serves no ``s3://`` namespace at all, then when the
-    repository's own store cannot presign (a local namespace).
+    The repository is looked up first (404, or 403 for a mirror), as lakeFS reads the storage
+    configuration of the repository's store before it answers 501.
     """
-    if "s3" not in state.namespace_schemes:
-        return error_response(501, UNSUPPORTED)
     repo = _writable(state, repository)
     uploader = _uploader(state, repo)
     if uploader is None:
         return error_response(501, UNSUPPORTED)
     return repo, uploader
+
+
+def _part_uploader(state: StateDep, repo: Repository) -> S3Multipart:
+    """Return the repository's multipart uploader, asked for after every check of a part call.
+
+    Raises:
+        PartsNotSupportedError: the store cannot presign (lakeFS's local adapter's answer).
+    """
+    uploader = _uploader(state, repo)
+    if uploader is None:
+        raise PartsNotSupportedError(
+            f"the storage namespace of repository {repo.id!r} cannot take presigned upload parts"
+        )
+    return uploader
+
+
+def _check_part_number(number: int) -> None:
+    if not 1 <= number <= MAX_PARTS:
+        raise PmpuRequestError(f"part number must be between 1 and {MAX_PARTS}")
 
 
 def _writable(state: StateDep, repository: str) -> Repository:
@@ -210,8 +246,8 @@ def create_presign_multipart_upload(
     check_staging_write(catalog.kv, repo, branch)
     _require(path, "path")
     validate_path(path)
-    if parts is not None and not 0 <= parts <= _s3().MAX_PARTS:
-        raise PmpuRequestError(f"parts can be between 0 and {_s3().MAX_PARTS}")
+    if parts is not None and not 0 <= parts <= MAX_PARTS:
+        raise PmpuRequestError(f"parts can be between 0 and {MAX_PARTS}")
     address = f"{repo.storage_namespace.rstrip('/')}/{catalog.paths.new_path()}"
     signed = signer(request).sign(repository, branch, path, address)
     key = signed[len(repo.storage_namespace.rstrip("/")) + 1 :]
@@ -239,14 +275,11 @@ def upload_part(
 ) -> object:
     """Hand out the presigned URL of part ``partNumber`` of the upload."""
     _write_object(caller, repository, path)
-    opened = _open_upload(state, repository)
-    if isinstance(opened, Response):
-        return opened
-    repo, uploader = opened
+    repo = _writable(state, repository)
     _require(path, "path")
-    if not 1 <= partNumber <= _s3().MAX_PARTS:
-        raise PmpuRequestError(f"part number must be between 1 and {_s3().MAX_PARTS}")
+    _check_part_number(partNumber)
     key = _key(request, repo, branch, path, body.physical_address)
+    uploader = _part_uploader(state, repo)
     return UploadTo(presigned_url=uploader.presign_part(key, uploadId, partNumber, PRESIGN_EXPIRY))
 
 
@@ -262,25 +295,26 @@ def upload_part_copy(
     caller: CallerDep,
     path: str = Query(""),
 ) -> Response:
-    """Make part ``partNumber`` a copy of another object (or a range of it) inside S3."""
+    """Make part ``partNumber`` a copy of another object (or a range of it) inside S3.
+
+    The order of lakeFS's handler: the repository, the source's repository, the signed address,
+    the source object, then the store (a store that can copy reads the range first).
+    """
     _write_object(caller, repository, path)
     source = body.copy_source
     if source is not None:
         caller.require(Permission(Action.READ_OBJECT, object_arn(source.repository, source.path)))
     catalog = state.catalog
-    opened = _open_upload(state, repository)
-    if isinstance(opened, Response):
-        return opened
-    repo, uploader = opened
-    _require(path, "path")
+    repo = _writable(state, repository)
     if source is None:
         raise PmpuRequestError("copy_source is required")
-    if not 1 <= partNumber <= _s3().MAX_PARTS:
-        raise PmpuRequestError(f"part number must be between 1 and {_s3().MAX_PARTS}")
-    key = _key(request, repo, branch, path, body.physical_address)
-    byte_range = _s3().parse_copy_range(source.range)
     source_repo = catalog.get_repository(source.repository)
+    _require(path, "path")
+    _check_part_number(partNumber)
+    key = _key(request, repo, branch, path, body.physical_address)
     stat = catalog.stat_object(source.repository, source.ref, source.path)
+    uploader = _part_uploader(state, repo)
+    byte_range = _s3().parse_copy_range(source.range)
     store, source_key = catalog.open_entry(source_repo, stat.entry)
     located = _s3().source_of(store, source_key, byte_range)
     if located is None:
