@@ -232,6 +232,8 @@ class AuthSettings(_Section):
     """Encrypts stored secret access keys (required with DynamoDB; generated under SQLite)."""
     login_duration: float = Field(default=7 * 86_400.0, gt=0)
     """Seconds a login token (``POST /auth/login``) stays valid; lakeFS's 7 days by default."""
+    logout_redirect_url: str = Field(default="/auth/login", min_length=1)
+    """Where ``GET /logout`` redirects the browser (307) once it expired the session cookie."""
 
 
 class GatewaySettings(_Section):

@@ -100,6 +100,7 @@ def create_app(
     task_settings: RunnerSettings | None = None,
     gc_settings: GCSettings | None = None,
     login_tokens: LoginTokens | None = None,
+    logout_redirect_url: str = "/auth/login",
 ) -> FastAPI:
     """Return the lakeFS-compatible API app.
 
@@ -117,6 +118,7 @@ def create_app(
         gc_settings: Garbage collection's settings (``gc``); default: the defaults.
         login_tokens: Signs and verifies login tokens (default: a random key, for an app that
             is the only process of its installation).
+        logout_redirect_url: Where ``GET /logout`` sends the browser (``auth.logout_redirect_url``).
     """
     auth_store.ensure_builtins()
     register_repository_cleanups(catalog)
@@ -161,6 +163,7 @@ def create_app(
         local_root=Path(local_root).resolve() if local_root is not None else None,
         namespace_schemes=frozenset(namespace_schemes),
         gc=gc_settings or GCSettings(),
+        logout_redirect_url=logout_redirect_url,
     )
     app.state.metrics = metrics
     app.state.tasks = runner
@@ -172,6 +175,8 @@ def create_app(
         app.add_middleware(_WorkerHeaderMiddleware)
     app.include_router(health.router)
     app.include_router(http_metrics.router)
+    # lakeFS mounts /logout at the root, where its web UI navigates to sign out
+    app.include_router(login_routes.logout_router)
     for module in (
         config,
         repositories,

@@ -16,7 +16,7 @@ from mirror.api.auth.model import Policy, User
 from mirror.api.auth.permissions import Permission
 from mirror.api.auth.policy import is_allowed
 from mirror.api.auth.store import AuthStore
-from mirror.api.auth.tokens import login_user
+from mirror.api.auth.tokens import carries_token, login_user
 from mirror.api.hidden import HiddenBranches
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
@@ -27,8 +27,10 @@ __all__ = [
     "ApiState",
     "Caller",
     "CallerDep",
+    "OptionalCallerDep",
     "StateDep",
     "get_caller",
+    "get_optional_caller",
     "get_state",
     "reads_inline",
     "run_read",
@@ -53,6 +55,7 @@ class ApiState:
         local_root: Where relative ``local://`` namespaces live (``None``: not served).
         namespace_schemes: The namespace schemes new repositories may use.
         gc: Garbage collection's settings (grace period, page size).
+        logout_redirect_url: Where ``GET /logout`` sends the browser.
         hidden: Hidden-branch marks.
         inline_reads: The KV's reads are local and quick enough to run on the event loop.
     """
@@ -63,6 +66,7 @@ class ApiState:
     local_root: Path | None = None
     namespace_schemes: frozenset[str] = frozenset({"local"})
     gc: GCSettings = field(default_factory=GCSettings)
+    logout_redirect_url: str = "/auth/login"
     hidden: HiddenBranches = field(init=False)
     inline_reads: bool = field(init=False)
 
@@ -224,3 +228,25 @@ def _authenticate(
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+async def get_optional_caller(
+    state: StateDep,
+    request: Request,
+    credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)],
+) -> Caller | None:
+    """Authenticate the request as :func:`get_caller` does; ``None`` when it presents nothing.
+
+    For lakeFS's few calls that answer an anonymous request (``GET /user``): a request with no
+    HTTP Basic credentials, no Bearer token and no session cookie is anonymous, while any
+    credentials it does present must sign someone in.
+
+    Raises:
+        AuthenticationError: credentials that do not sign anyone in.
+    """
+    if credentials is None and not carries_token(request.headers, request.cookies):
+        return None
+    return await get_caller(state, request, credentials)
+
+
+OptionalCallerDep = Annotated[Caller | None, Depends(get_optional_caller)]

@@ -5,6 +5,12 @@ clients match on the texts, so every message starts with lakeFS's text for its e
 LakeMirror's detail after it. The core's errors carry their text themselves
 (:class:`~mirror.core.errors.LakeFSText`); :func:`message_for` adds it to the others.
 
+A 401 is the exception: lakeFS's web UI signs the user out only when the message *equals*
+``error authenticating request`` (and the content type is exactly ``application/json``), so a
+401's message is that text alone and LakeMirror's detail goes in a ``detail`` field. No 401
+carries ``WWW-Authenticate``: lakeFS sends none, and a browser would answer one with its own
+sign-in box over the UI's.
+
 Two errors depend on the repository a request names. A write refused because the repository is
 read-only names the repository it mirrors. A missing file of a mirror repository (a range, a
 metarange, an object's data) means that replication has not delivered it yet: 503 with
@@ -55,6 +61,7 @@ from mirror.errors import (
 from mirror.kv.errors import KVUnavailableError
 
 __all__ = [
+    "UNAUTHENTICATED",
     "NoDataError",
     "NotAMirrorError",
     "NotYetReplicatedError",
@@ -66,6 +73,7 @@ __all__ = [
     "message_for",
     "read_only_message",
     "status_for",
+    "unauthorized",
 ]
 
 log = logging.getLogger("mirror.api")
@@ -134,6 +142,9 @@ _TEXT: tuple[tuple[type[BaseException], str], ...] = (
     (PreconditionFailedError, "Precondition failed"),
 )
 
+UNAUTHENTICATED = "error authenticating request"
+"""lakeFS's whole message of every 401 (pkg/auth/errors.go), which its web UI compares exactly."""
+
 # what DynamoDB says when it throttles; lakeFS answers those with its "slow down" text
 _THROTTLED = ("ProvisionedThroughputExceeded", "ThrottlingException", "RequestLimitExceeded")
 _SLOW_DOWN = "Throughput exceeded. Slow down and retry"
@@ -177,12 +188,24 @@ def error_response(
     return JSONResponse({"message": message, **extra}, status_code=status, headers=headers)
 
 
+def unauthorized(reason: str) -> JSONResponse:
+    """Return lakeFS's 401: the message :data:`UNAUTHENTICATED` alone, ``reason`` in ``detail``.
+
+    ``reason`` may start with lakeFS's text already (``error authenticating request: token
+    expired``); the text is not repeated in the detail.
+    """
+    detail = reason.removeprefix(UNAUTHENTICATED).lstrip(": ").strip()
+    if not detail:
+        return error_response(401, UNAUTHENTICATED)
+    return error_response(401, UNAUTHENTICATED, detail=detail)
+
+
 def _lakemirror_error(exc: LakeMirrorError) -> Response:
     status = status_for(exc)
+    if status == 401:
+        return unauthorized(message_for(exc))
     headers: dict[str, str] = {}
     extra: dict[str, Any] = {}
-    if status == 401:
-        headers["WWW-Authenticate"] = 'Basic realm="lakemirror"'
     if status in (429, 503):
         headers["Retry-After"] = "1"
     if isinstance(exc, MergeConflictError):
@@ -284,6 +307,13 @@ async def _on_validation_error(request: Request, exc: Exception) -> Response:
 
 async def _on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 401:
+        # only FastAPI's HTTP Basic raises it, for a header it cannot decode, with a generic
+        # text and a WWW-Authenticate challenge: both are replaced
+        response: Response = unauthorized("malformed credentials (HTTP Basic)")
+        if request.method == "HEAD":
+            return Response(status_code=401, headers=_plain(response))
+        return response
     if request.method == "HEAD" or exc.status_code in (204, 304):
         return Response(status_code=exc.status_code, headers=exc.headers)
     return error_response(exc.status_code, str(exc.detail), dict(exc.headers or {}))

@@ -24,6 +24,7 @@ __all__ = [
     "GroupCreation",
     "GroupList",
     "GroupModel",
+    "LoginConfig",
     "Merge",
     "MergeResult",
     "MirrorBranchUpdate",
@@ -395,11 +396,33 @@ class Setup(_Request):
     key: AccessKeyCredentials | None = None
 
 
+class LoginConfig(BaseModel):
+    """How lakeFS's web UI signs in: ``login_config`` of ``GET /setup_lakefs``.
+
+    ``RBAC`` picks the UI's access-control pages (``none``: Enterprise placeholders only;
+    ``simplified``: ACLs; ``internal`` or ``external``: users, groups and policies).
+    """
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    rbac: Literal["none", "simplified", "internal", "external"] = Field(alias="RBAC")
+    username_ui_placeholder: str | None = None
+    password_ui_placeholder: str | None = None
+    login_url: str
+    login_url_method: Literal["none", "redirect", "select"] | None = None
+    login_failed_message: str | None = None
+    fallback_login_url: str | None = None
+    fallback_login_label: str | None = None
+    login_cookie_names: list[str]
+    logout_url: str
+
+
 class SetupState(BaseModel):
     """``GET /setup_lakefs``."""
 
     state: Literal["initialized", "not_initialized"]
     comm_prefs_missing: bool = False
+    login_config: LoginConfig | None = None
 
 
 class CredentialsWithSecret(BaseModel):

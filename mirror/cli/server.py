@@ -305,11 +305,12 @@ def build_app(
         ),
         gc_settings=config.gc,
         login_tokens=LoginTokens.from_config(config),
+        logout_redirect_url=config.auth.logout_redirect_url,
     )
     api.state.link_signer = LinkSigner.from_material(link_key_material(config))
     if not config.gateway.enabled:
         return api
-    state = GatewayState(catalog, api.state.api.auth, config.gateway)
+    state = GatewayState(catalog, api.state.api.auth, config.gateway, api.state.login_tokens)
     return with_gateway(api, state, api.state.metrics)
 
 

@@ -170,7 +170,9 @@ class GatewayApp:
             op = route(request.method, bucket, key, request.query_params, request.headers)
             operation = op.name
             scope["route"] = _Route(operation)
-            authenticated = await authenticate(request, self.state.auth, self.state.settings)
+            authenticated = await authenticate(
+                request, self.state.auth, self.state.settings, tokens=self.state.login_tokens
+            )
             req = S3Request(
                 http=request,
                 state=self.state,

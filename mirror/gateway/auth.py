@@ -6,6 +6,14 @@
 verdict); the body it hands back is decoded and verified as it is read, and raises
 :class:`~mirror.gateway.errors.S3Error` as soon as it fails a check. The gateway has no
 anonymous access, as lakeFS's has none.
+
+A read (GET or HEAD) carrying the web UI's session cookie (``internal_auth_session``) is
+authenticated by the cookie, as lakeFS authenticates the UI's DuckDB previews, which sign with
+a placeholder key: the cookie is verified as the REST API verifies it, and the signature is only
+parsed (the request must still be an S3 request), never checked. A cookie that does not verify
+is refused. A write is never authenticated by the cookie: it needs a signature that verifies,
+so a page of another site cannot write through a signed-in browser (the cookie is also
+``SameSite=Strict``, so such a page's requests do not carry it).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from mirror.api.auth.errors import (
     SecretNotStoredError,
 )
 from mirror.api.auth.model import User
+from mirror.api.auth.tokens import LOGIN_COOKIE, session_user
 from mirror.api.deps import Caller
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.sig.canonical import WireRequest
@@ -39,9 +48,13 @@ if TYPE_CHECKING:
 
     from mirror.api.auth.credentials import SigningKey
     from mirror.api.auth.store import AuthStore
+    from mirror.api.auth.tokens import LoginTokens
     from mirror.config import GatewaySettings
 
-__all__ = ["Authenticated", "authenticate", "wire_request"]
+__all__ = ["SESSION_METHODS", "Authenticated", "authenticate", "wire_request"]
+
+SESSION_METHODS = frozenset({"GET", "HEAD"})
+"""The methods the session cookie authenticates: reads only (objects, listings, buckets)."""
 
 
 @dataclass(frozen=True)
@@ -50,16 +63,18 @@ class Authenticated:
 
     Attributes:
         caller: The signing key's user, with the key's effective policies.
-        access_key_id: The key that signed the request.
+        access_key_id: The key that signed the request (unverified with ``by_session``).
         body: The request body, decoded (``aws-chunked``) and verified as it is read; raises
             :class:`~mirror.gateway.errors.S3Error` on a failed check (then keep nothing).
         content_length: The decoded body length when the request states it.
+        by_session: The session cookie authenticated this read, not the signature.
     """
 
     caller: Caller
     access_key_id: str
     body: AsyncIterator[bytes]
     content_length: int | None
+    by_session: bool = False
 
     @property
     def user(self) -> User:
@@ -119,12 +134,27 @@ def _length(value: str | None, name: str) -> int | None:
     return length
 
 
+def _session_caller(auth: AuthStore, tokens: LoginTokens, cookies: dict[str, str]) -> Caller:
+    """Return the caller the session cookie signs in, with its policies (blocking: KV reads)."""
+    try:
+        user = session_user(tokens, auth, cookies)
+    except AuthenticationError as exc:
+        raise S3Error(
+            S3Code.ACCESS_DENIED,
+            f"{S3Code.ACCESS_DENIED.description}: the session cookie {LOGIN_COOKIE} was refused: "
+            f"{exc}",
+        ) from exc
+    assert user is not None  # only asked when the cookie is there
+    return Caller(auth, user, auth.effective_policies(user.id))
+
+
 async def authenticate(
     request: Request,
     auth: AuthStore,
     settings: GatewaySettings,
     *,
     now: Callable[[], float] = time.time,
+    tokens: LoginTokens | None = None,
 ) -> Authenticated:
     """Verify the AWS signature of ``request`` and return who sent it, with its body.
 
@@ -133,27 +163,40 @@ async def authenticate(
         auth: The auth store holding the access keys.
         settings: The gateway settings (domain names, for SigV2's virtual-hosted resource).
         now: Returns the current time in epoch seconds.
+        tokens: The installation's login tokens: a read carrying the session cookie is then
+            authenticated by the cookie (``None``: never).
 
     Raises:
         S3Error: AccessDenied (no signature, an expired URL, a key whose secret cannot be
-            recovered), InvalidAccessKeyId, SignatureDoesNotMatch, RequestTimeTooSkewed,
-            AuthorizationHeaderMalformed, AuthorizationQueryParametersError, InvalidRequest,
-            InvalidDigest, InvalidArgument.
+            recovered, a session cookie that does not verify), InvalidAccessKeyId,
+            SignatureDoesNotMatch, RequestTimeTooSkewed, AuthorizationHeaderMalformed,
+            AuthorizationQueryParametersError, InvalidRequest, InvalidDigest, InvalidArgument.
     """
     wire = wire_request(request)
     v4: V4Auth | None = parse_v4(wire)
     v2: V2Auth | None = None if v4 is not None else parse_v2(wire)
     if v4 is not None:
-        check_time(v4, now())
         access_key_id = v4.access_key_id
     elif v2 is not None:
-        check_time_v2(wire, v2, now())
         access_key_id = v2.access_key_id
     else:
         raise S3Error(
             S3Code.ACCESS_DENIED,
             f"{S3Code.ACCESS_DENIED.description}: the request carries no AWS signature",
         )
+    if tokens is not None and wire.method in SESSION_METHODS and request.cookies.get(LOGIN_COOKIE):
+        # the web UI's previews sign with a placeholder key: the cookie alone decides
+        caller = await anyio.to_thread.run_sync(
+            _session_caller, auth, tokens, dict(request.cookies)
+        )
+        note_user(caller.id)
+        stated = _length(wire.header("content-length"), "content-length")
+        return Authenticated(caller, access_key_id, request.stream(), stated, by_session=True)
+    if v4 is not None:
+        check_time(v4, now())
+    else:
+        assert v2 is not None
+        check_time_v2(wire, v2, now())
     key = await anyio.to_thread.run_sync(_key_for, auth, access_key_id)
     body: AsyncIterator[bytes] = request.stream()
     if v4 is not None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from mirror.api.auth.store import AuthStore
+    from mirror.api.auth.tokens import LoginTokens
     from mirror.api.deps import Caller
     from mirror.config import GatewaySettings
     from mirror.core.catalog import Catalog
@@ -41,11 +42,14 @@ class GatewayState:
         catalog: The versioning core (the same one the REST API serves).
         auth: Users, keys and policies.
         settings: The ``gateway`` configuration section.
+        login_tokens: The installation's login tokens, which verify the web UI's session
+            cookie on reads (``None``: the cookie authenticates nothing).
     """
 
     catalog: Catalog
     auth: AuthStore
     settings: GatewaySettings
+    login_tokens: LoginTokens | None = None
 
 
 @dataclass

@@ -47,7 +47,9 @@ __all__ = [
     "LOGIN_COOKIE",
     "IssuedToken",
     "LoginTokens",
+    "carries_token",
     "login_user",
+    "session_user",
 ]
 
 LOGIN_COOKIE = "internal_auth_session"
@@ -247,6 +249,24 @@ def _signed_in(tokens: LoginTokens, auth: AuthStore, token: str) -> User:
     return user
 
 
+def carries_token(headers: Any, cookies: Mapping[str, str]) -> bool:
+    """Return whether a request presents a login token: a Bearer header or the session cookie."""
+    return _bearer(headers) is not None or bool(cookies.get(LOGIN_COOKIE))
+
+
+def session_user(tokens: LoginTokens, auth: AuthStore, cookies: Mapping[str, str]) -> User | None:
+    """Return the user the ``internal_auth_session`` cookie signs in as (``None``: no cookie).
+
+    Raises:
+        AuthenticationError: a cookie that does not sign anyone in: bad, expired, or its user or
+            the user's last key is gone.
+    """
+    cookie = cookies.get(LOGIN_COOKIE)
+    if not cookie:
+        return None
+    return _signed_in(tokens, auth, cookie)
+
+
 def login_user(
     tokens: LoginTokens,
     auth: AuthStore,
@@ -273,7 +293,4 @@ def login_user(
         return _signed_in(tokens, auth, bearer)
     if basic:
         return None
-    cookie = cookies.get(LOGIN_COOKIE)
-    if not cookie:
-        return None
-    return _signed_in(tokens, auth, cookie)
+    return session_user(tokens, auth, cookies)

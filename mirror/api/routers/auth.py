@@ -15,7 +15,7 @@ from mirror.api.auth.permissions import (
 )
 from mirror.api.auth.policy import validate_statement
 from mirror.api.convert import group_model, policy_model, user_model
-from mirror.api.deps import CallerDep, StateDep
+from mirror.api.deps import CallerDep, OptionalCallerDep, StateDep
 from mirror.api.models import (
     CredentialsList,
     CredentialsModel,
@@ -52,8 +52,14 @@ def _created() -> Response:
 
 
 @router.get("/user", response_model=CurrentUser)
-def get_current_user(caller: CallerDep) -> CurrentUser:
-    """Return the user who signed the request."""
+def get_current_user(caller: OptionalCallerDep) -> CurrentUser:
+    """Return the user who signed the request; an empty user when it presents no credentials.
+
+    lakeFS answers an anonymous request 200 with a user whose ID is empty, which its web UI
+    reads as signed out; credentials that do not sign anyone in stay 401.
+    """
+    if caller is None:
+        return CurrentUser(user=UserModel(id="", creation_date=0))
     return CurrentUser(user=user_model(caller.user))
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from mirror import __version__
+from mirror.api.auth.tokens import LOGIN_COOKIE
 from mirror.api.deps import ApiState, CallerDep, StateDep
 from mirror.api.models import (
     Config,
     CredentialsWithSecret,
+    LoginConfig,
     Setup,
     SetupState,
     StorageConfig,
@@ -17,9 +19,32 @@ from mirror.api.models import (
 from mirror.api.routers import async_ops
 from mirror.api.routing import LakeFSRoute
 
-__all__ = ["router", "storage_config", "version_config"]
+__all__ = ["LOGIN_FAILED_MESSAGE", "login_config", "router", "storage_config", "version_config"]
 
 router = APIRouter(route_class=LakeFSRoute, tags=["config"])
+
+LOGIN_FAILED_MESSAGE = "The credentials don't match."
+"""What lakeFS's web UI shows when a sign-in answers 401 (lakeFS's default)."""
+
+
+def login_config() -> LoginConfig:
+    """Return the ``login_config`` of ``/setup_lakefs``, filled as lakeFS's defaults fill it.
+
+    Except ``RBAC``: lakeFS's open-source default ``none`` makes the UI's users, groups and
+    policies pages Enterprise placeholders, and ``simplified`` swaps policies for ACLs;
+    LakeMirror serves all three, which the UI shows under ``internal``. The UI takes no sign-in
+    URL (``login_url_method`` ``none``): it posts the access key to ``/auth/login`` and signs out
+    through ``/logout``. The fallback link and the placeholders are left out, as lakeFS leaves
+    them out unless configured.
+    """
+    return LoginConfig(
+        RBAC="internal",
+        login_url="",
+        login_url_method="none",
+        login_failed_message=LOGIN_FAILED_MESSAGE,
+        login_cookie_names=[LOGIN_COOKIE],
+        logout_url="",
+    )
 
 
 def version_config(state: ApiState) -> VersionConfig:
@@ -82,7 +107,9 @@ def health_check() -> Response:
 def get_setup_state(state: StateDep) -> SetupState:
     """Return whether the installation has its first administrator (no authentication)."""
     initialized = state.auth.is_initialized()
-    return SetupState(state="initialized" if initialized else "not_initialized")
+    return SetupState(
+        state="initialized" if initialized else "not_initialized", login_config=login_config()
+    )
 
 
 @router.post("/setup_lakefs", response_model=CredentialsWithSecret)

@@ -1,16 +1,23 @@
-"""``POST /auth/login``: trade an access key for a login token (lakeFS's JWT session).
+"""The browser session: ``POST /auth/login`` sets it, ``GET /logout`` ends it (lakeFS's JWT).
 
-The answer is lakeFS's ``AuthenticationToken`` ``{"token", "token_expiration"}`` and the
+The login answers lakeFS's ``AuthenticationToken`` ``{"token", "token_expiration"}`` and the
 ``internal_auth_session`` cookie holding the same token; both then sign in every API call
 (:mod:`mirror.api.auth.tokens`). Wrong or unknown credentials answer 401
 ``error authenticating request``. Neither the secret nor the token is ever logged.
+
+``/logout`` lives outside ``/api/v1``, where lakeFS mounts it and its web UI navigates to it: it
+expires the cookie and redirects (307) to ``auth.logout_redirect_url``. It needs no credentials,
+as it only clears a cookie; the token itself stays valid until it expires (there is no
+server-side session to end).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Literal
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import RedirectResponse
 from pydantic import BaseModel
 
 from mirror.api.auth.tokens import LOGIN_COOKIE, LoginTokens
@@ -18,9 +25,16 @@ from mirror.api.deps import StateDep
 from mirror.api.routing import LakeFSRoute
 from mirror.logging import note_user
 
-__all__ = ["AuthenticationToken", "LoginInformation", "router", "tokens_of"]
+__all__ = ["AuthenticationToken", "LoginInformation", "logout_router", "router", "tokens_of"]
 
 router = APIRouter(route_class=LakeFSRoute, tags=["auth"])
+logout_router = APIRouter(tags=["auth"])
+"""Routes mounted at the server's root, outside ``/api/v1``."""
+
+# the cookie's attributes, which expiring it must repeat: JavaScript cannot read it, and a
+# request from another site does not carry it (the S3 gateway accepts it for reads)
+_COOKIE_PATH = "/"
+_COOKIE_SAMESITE: Literal["strict"] = "strict"
 
 
 class LoginInformation(BaseModel):
@@ -62,8 +76,18 @@ def login(
         LOGIN_COOKIE,
         issued.token,
         expires=datetime.fromtimestamp(issued.expires, tz=UTC),
-        path="/",
+        path=_COOKIE_PATH,
         httponly=True,
-        samesite="strict",
+        samesite=_COOKIE_SAMESITE,
     )
     return AuthenticationToken(token=issued.token, token_expiration=issued.expires)
+
+
+@logout_router.get("/logout", status_code=307, response_class=RedirectResponse)
+def logout(state: StateDep) -> RedirectResponse:
+    """Expire the session cookie and redirect (307) to ``auth.logout_redirect_url``."""
+    response = RedirectResponse(state.logout_redirect_url, status_code=307)
+    response.delete_cookie(
+        LOGIN_COOKIE, path=_COOKIE_PATH, httponly=True, samesite=_COOKIE_SAMESITE
+    )
+    return response
