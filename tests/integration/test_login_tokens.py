@@ -5,8 +5,10 @@ token (``access_token``) or only the ``internal_auth_session`` cookie make real 
 wrong credentials, a token that does not verify (also with valid Basic credentials next to it:
 no fallback), a token from another installation, the token of a deleted user or of a user whose
 keys were all deleted, and an expired token (a second server with ``auth.login_duration`` of a
-few seconds, two worker processes: a token from one worker verifies on the other). The CLI's
-``lakemirror login`` keeps a token that the other client commands then sign in with.
+few seconds, two worker processes: a token from one worker verifies on the other), whose cookie
+also stops reading through the S3 gateway, and whose ``/logout`` redirects where
+``auth.logout_redirect_url`` says. The CLI's ``lakemirror login`` keeps a token that the other
+client commands then sign in with.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from lakefs_sdk.exceptions import UnauthorizedException
 
 from mirror.api.app import WORKER_HEADER
 from tests.e2e.regions import wait_for
+from tests.integration.browser import s3_code, s3_request
 from tests.integration.harness import MakeUser, Server, running_server
 
 SHORT_LIFETIME = 6
+LOGOUT_REDIRECT = "/signed-out?from=lakemirror"
 
 
 def _sdk(server: Server, **settings: Any) -> lakefs_sdk.ApiClient:
@@ -216,6 +220,7 @@ def short_lived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         secret_access_key=secrets.token_urlsafe(30),
         env={
             "LAKEMIRROR_AUTH__LOGIN_DURATION": str(SHORT_LIFETIME),
+            "LAKEMIRROR_AUTH__LOGOUT_REDIRECT_URL": LOGOUT_REDIRECT,
             "LAKEMIRROR_SERVER__WORKERS": "2",
         },
     ) as running:
@@ -228,6 +233,9 @@ def test_token_expires_after_login_duration_and_works_on_every_worker(
     answer = _login(short_lived, short_lived.access_key_id, short_lived.secret_access_key)
     _, claims = _claims(answer.token)
     assert claims["exp"] - claims["iat"] == SHORT_LIFETIME
+    # the web UI's previews: the session cookie lists the buckets through the S3 gateway
+    listed = s3_request(short_lived, "GET", "/", cookie=answer.token)
+    assert listed.status_code == 200, listed.text
     url = f"{short_lived.url}/api/v1/user"
     bearer = {"Authorization": f"Bearer {answer.token}"}
     workers: set[str] = set()
@@ -249,8 +257,19 @@ def test_token_expires_after_login_duration_and_works_on_every_worker(
 
     wait_for(refused, SHORT_LIFETIME + 10, "the token to expire", 0.2)
     expired = httpx.get(url, headers=bearer)
-    assert "expired" in expired.json()["message"]
+    assert expired.json() == {"message": "error authenticating request", "detail": "token expired"}
     assert time.time() >= answer.token_expiration
+    gone = s3_request(short_lived, "GET", "/", cookie=answer.token)
+    assert gone.status_code == 403
+    assert s3_code(gone) == "AccessDenied"
+    assert "token expired" in gone.text
+
+
+def test_logout_redirects_to_the_configured_url(short_lived: Server) -> None:
+    out = httpx.get(f"{short_lived.url}/logout")
+    assert out.status_code == 307
+    assert out.headers["location"] == LOGOUT_REDIRECT
+    assert out.headers["set-cookie"].startswith('internal_auth_session="";')
 
 
 def _cli(
