@@ -1,8 +1,12 @@
-"""Every operation of lakeFS's API, as the official ``lakefs_sdk`` generates it, is served.
+"""Every operation of lakeFS's API is served: of its OpenAPI description and of ``lakefs_sdk``.
 
-The operations are read from the SDK itself: each ``*_with_http_info`` method of
-``lakefs_sdk.api.*`` calls ``call_api('<path>', '<METHOD>', …)``. Every one outside
-:data:`EXCLUDED` is called against a live server, on a real repository, as the administrator.
+The operations come from two places. ``data/lakefs_operations.json`` lists the operations of
+lakeFS's ``api/swagger.yml`` (method, path, operationId; where it was read from is in the file),
+which has some the SDK does not generate (the group ACL calls, ``/auth/capabilities``). The SDK
+itself is read too: each ``*_with_http_info`` method of ``lakefs_sdk.api.*`` calls
+``call_api('<path>', '<METHOD>', …)``, and every one must be in lakeFS's list. Every operation
+outside :data:`EXCLUDED` is called against a live server, on a real repository, as the
+administrator.
 An operation counts as served when the server's route table (``/openapi.json``) has its method
 and path, and the call answers neither 405 nor 501 nor a 404 that is the router's own
 ``Not Found`` (a missing route) instead of a lakeFS ``{"message": …}`` about a missing resource.
@@ -16,10 +20,12 @@ and tags that do not exist, and the repository deletion gets a repository of its
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -45,6 +51,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("POST", "/sts/login"): "STS / OIDC login (lakeFS Enterprise)",
     ("GET", "/usage-report/summary"): "lakeFS's usage report to Treeverse",
     ("POST", "/statistics"): "usage statistics sent to Treeverse",
+    ("GET", "/oidc/callback"): "OIDC single sign-on (lakeFS Enterprise)",
 }
 """Operations deliberately not served, with the reason (docs/api.md lists the same)."""
 
@@ -52,10 +59,16 @@ MISSING: dict[tuple[str, str], str] = {}
 """Operations still missing here; each is expected to fail (strict: serving it fails the mark)."""
 
 _PMPU = "/repositories/{repository}/branches/{branch}/staging/pmpu"
-"""Presigned multipart uploads: served on S3 namespaces only (a local one answers lakeFS's 501)."""
+"""Presigned multipart uploads: they reach their store on S3 namespaces only (create, complete and
+abort answer lakeFS's 501 on a local one)."""
 
 _CALL = re.compile(r"def (\w+)_with_http_info\(self.*?call_api\(\s*'([^']+)',\s*'(\w+)'", re.S)
 _PARAM = re.compile(r"\{(\w+)\}")
+
+LAKEFS_OPERATIONS = Path(__file__).parent / "data" / "lakefs_operations.json"
+"""lakeFS's operations, read once from its ``api/swagger.yml`` (the file says which commit)."""
+DOCS = Path(__file__).parents[2] / "docs" / "api.md"
+_DOCUMENTED = re.compile(r"`((?:[A-Z]+\\?\|)*[A-Z]+) (/[^`]*)`")
 
 
 @dataclass(frozen=True)
@@ -83,17 +96,50 @@ def sdk_calls() -> list[tuple[str, str, str, str]]:
     return calls
 
 
-def sdk_operations() -> list[Operation]:
-    """Return lakeFS's operations (distinct method and path) as the SDK's API classes call them."""
+def sdk_operations() -> dict[tuple[str, str], list[str]]:
+    """Return the SDK's operations (distinct method and path) with the SDK's names of each."""
     found: dict[tuple[str, str], list[str]] = {}
     for _, name, method, path in sdk_calls():
         names = found.setdefault((method, path), [])
         if name not in names:
             names.append(name)
-    return [Operation(m, p, tuple(n)) for (m, p), n in sorted(found.items())]
+    return found
 
 
-OPERATIONS = sdk_operations()
+def lakefs_operations() -> dict[tuple[str, str], str]:
+    """Return lakeFS's operations, (method, path) to operationId, from its OpenAPI description."""
+    listed = json.loads(LAKEFS_OPERATIONS.read_text())["operations"]
+    return {(o["method"], o["path"]): o["operationId"] for o in listed}
+
+
+def all_operations() -> list[Operation]:
+    """Return every operation of lakeFS's list or of the SDK, named by both."""
+    sdk = sdk_operations()
+    lakefs = lakefs_operations()
+    keys = sorted(set(sdk) | set(lakefs))
+    return [
+        Operation(m, p, tuple(([lakefs[(m, p)]] if (m, p) in lakefs else []) + sdk.get((m, p), [])))
+        for m, p in keys
+    ]
+
+
+OPERATIONS = all_operations()
+
+
+def _shape(path: str) -> str:
+    return _PARAM.sub("{}", path)
+
+
+def documented_exclusions() -> set[tuple[str, str]]:
+    """Return the operations docs/api.md lists as not served, with nameless path parameters."""
+    text = DOCS.read_text()
+    start = text.index("Not served, on purpose")
+    table = text[start : text.index("\n\n", text.index("|", start))]
+    found = set()
+    for methods, path in _DOCUMENTED.findall(table):
+        for method in methods.replace("\\", "").split("|"):
+            found.add((method, _shape(path)))
+    return found
 
 
 def _params() -> list[Any]:
@@ -111,11 +157,26 @@ def _params() -> list[Any]:
     return params
 
 
-def test_the_sdk_lists_lakefs_operations() -> None:
+def test_the_sdk_and_lakefs_list_the_operations() -> None:
     # 146 generated methods; some operations sit under two tags (experimental, external)
     assert len(sdk_calls()) == 146
-    assert len(OPERATIONS) == 130
+    sdk, lakefs = sdk_operations(), lakefs_operations()
+    assert len(sdk) == 130
+    assert len(lakefs) == 134
+    # the list is the SDK's own description: every generated operation is in it
+    assert set(sdk) <= set(lakefs)
+    assert sorted(set(lakefs) - set(sdk)) == [
+        ("GET", "/auth/capabilities"),
+        ("GET", "/auth/groups/{groupId}/acl"),
+        ("GET", "/oidc/callback"),
+        ("POST", "/auth/groups/{groupId}/acl"),
+    ]
+    assert len(OPERATIONS) == 134
     assert set(EXCLUDED) <= {op.key for op in OPERATIONS}
+
+
+def test_exclusions_are_the_documented_ones() -> None:
+    assert documented_exclusions() == {(m, _shape(p)) for m, p in EXCLUDED}
 
 
 @dataclass(frozen=True)
@@ -192,7 +253,7 @@ def routes(http: httpx.Client) -> set[tuple[str, str]]:
     served = set()
     for path, methods in spec.json()["paths"].items():
         for method in methods:
-            served.add((method.upper(), _PARAM.sub("{}", path.removeprefix("/api/v1"))))
+            served.add((method.upper(), _shape(path.removeprefix("/api/v1"))))
     return served
 
 
@@ -243,7 +304,7 @@ def test_operation_is_served(
     routes: set[tuple[str, str]],
     request: pytest.FixtureRequest,
 ) -> None:
-    assert (op.method, _PARAM.sub("{}", op.path)) in routes, f"no route for {op}"
+    assert (op.method, _shape(op.path)) in routes, f"no route for {op}"
     url = _PARAM.sub(lambda m: _value(op, m.group(1), real), op.path)
     if op.path.startswith(_PMPU):
         target: S3Target = request.getfixturevalue("s3_target")
