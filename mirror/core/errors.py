@@ -47,6 +47,7 @@ __all__ = [
     "RefNotFoundError",
     "RefPreconditionFailedError",
     "RepositoryExistsError",
+    "RepositoryNotAMirrorError",
     "RepositoryNotFoundError",
     "RepositoryPreconditionFailedError",
     "RepositoryReadOnlyError",
@@ -276,6 +277,17 @@ class RepositoryPreconditionFailedError(LakeFSText, PreconditionFailedError):
 
 class RepositoryRoleConflictError(ConflictError):
     """A repository's role (writable source or read-only mirror) forbids the change asked."""
+
+
+class RepositoryNotAMirrorError(RepositoryRoleConflictError):
+    """A promotion was asked of a writable repository: it is not a mirror.
+
+    The one text of this refusal, whether the server or a replicant answers it.
+    """
+
+    def __init__(self, repository: str) -> None:
+        super().__init__(f"repository '{repository}' is not a mirror")
+        self.repository = repository
 
 
 class PromotionNotFoundError(LakeFSText, NotFoundError):

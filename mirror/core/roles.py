@@ -27,6 +27,7 @@ from mirror.core import commits
 from mirror.core.context import CatalogContext
 from mirror.core.errors import (
     BranchExistsError,
+    RepositoryNotAMirrorError,
     RepositoryPreconditionFailedError,
     RepositoryRoleConflictError,
     TooManyTriesError,
@@ -132,15 +133,13 @@ def promote_repository(ctx: CatalogContext, name: str, promotion: Mapping[str, A
 
     Raises:
         RepositoryNotFoundError: no such repository.
-        RepositoryRoleConflictError: the repository is not a mirror (not read-only).
+        RepositoryNotAMirrorError: the repository is not a mirror (not read-only).
     """
     record = encode_json(dict(promotion))
 
     def change(repo: Repository) -> Repository:
         if not repo.read_only:
-            raise RepositoryRoleConflictError(
-                f"repository is not a mirror: {repo.id!r} is writable"
-            )
+            raise RepositoryNotAMirrorError(repo.id)
         return dataclasses.replace(repo, read_only=False, mirror_of=None)
 
     repo, _ = _swap_role(ctx, name, change, "promotion")

@@ -53,7 +53,7 @@ def promote_repository(
 ) -> JSONResponse:
     """Make a mirror writable (``mirror_of`` cleared), keeping ``promotion`` as its record.
 
-    A repository that is not read-only answers 409 "repository is not a mirror".
+    A repository that is not read-only answers 409 "repository '<repo>' is not a mirror".
     """
     caller.require(Permission(Action.MIRROR_REPOSITORY, repository_arn(repository)))
     return _role(state.catalog.promote_repository(repository, body.promotion))
