@@ -168,7 +168,8 @@ def create_app(
     app.state.metrics = metrics
     app.state.tasks = runner
     app.state.login_tokens = login_tokens or LoginTokens.ephemeral()
-    install_error_handlers(app)
+    # lakeFS's 401, which its web UI reads as signed out, and no browser sign-in box
+    install_error_handlers(app, basic_challenge=False)
     app.add_middleware(RequestLogMiddleware)
     app.add_middleware(http_metrics.MetricsMiddleware, metrics=metrics)
     if worker_header:

@@ -5,11 +5,13 @@ clients match on the texts, so every message starts with lakeFS's text for its e
 LakeMirror's detail after it. The core's errors carry their text themselves
 (:class:`~mirror.core.errors.LakeFSText`); :func:`message_for` adds it to the others.
 
-A 401 is the exception: lakeFS's web UI signs the user out only when the message *equals*
-``error authenticating request`` (and the content type is exactly ``application/json``), so a
-401's message is that text alone and LakeMirror's detail goes in a ``detail`` field. No 401
-carries ``WWW-Authenticate``: lakeFS sends none, and a browser would answer one with its own
-sign-in box over the UI's.
+A 401 of lakeFS's API is the exception: lakeFS's web UI signs the user out only when the
+message *equals* ``error authenticating request`` (and the content type is exactly
+``application/json``), so such a 401's message is that text alone and LakeMirror's detail goes
+in a ``detail`` field; and it carries no ``WWW-Authenticate``: lakeFS sends none, and a browser
+would answer one with its own sign-in box over the UI's. LakeMirror's own APIs (the replicant's
+configuration API) keep the HTTP Basic challenge and the detail after the text
+(:func:`install_error_handlers`).
 
 Two errors depend on the repository a request names. A write refused because the repository is
 read-only names the repository it mirrors. A missing file of a mirror repository (a range, a
@@ -21,6 +23,7 @@ data of any other repository is lakeFS's 410 ``No data`` (garbage collection swe
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -200,11 +203,14 @@ def unauthorized(reason: str) -> JSONResponse:
     return error_response(401, UNAUTHENTICATED, detail=detail)
 
 
-def _lakemirror_error(exc: LakeMirrorError) -> Response:
+_CHALLENGE = {"WWW-Authenticate": 'Basic realm="lakemirror"'}
+
+
+def _lakemirror_error(exc: LakeMirrorError, *, challenge: bool) -> Response:
     status = status_for(exc)
-    if status == 401:
+    if status == 401 and not challenge:
         return unauthorized(message_for(exc))
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = dict(_CHALLENGE) if status == 401 else {}
     extra: dict[str, Any] = {}
     if status in (429, 503):
         headers["Retry-After"] = "1"
@@ -278,12 +284,12 @@ def describe_error(exc: BaseException, catalog: Catalog, repository: str) -> tup
     return status_for(error), message_for(error)
 
 
-async def _on_lakemirror_error(request: Request, exc: Exception) -> Response:
+async def _on_lakemirror_error(request: Request, exc: Exception, *, challenge: bool) -> Response:
     assert isinstance(exc, LakeMirrorError)
     error = exc
     if isinstance(exc, RepositoryReadOnlyError | BlockNotFoundError):
         error = await run_in_threadpool(_in_context, request, exc)
-    response = _lakemirror_error(error)
+    response = _lakemirror_error(error, challenge=challenge)
     if request.method == "HEAD":
         return Response(status_code=response.status_code, headers=_plain(response))
     return response
@@ -305,9 +311,9 @@ async def _on_validation_error(request: Request, exc: Exception) -> Response:
     return error_response(400, "invalid request: " + "; ".join(problems))
 
 
-async def _on_http_error(request: Request, exc: Exception) -> Response:
+async def _on_http_error(request: Request, exc: Exception, *, challenge: bool) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    if exc.status_code == 401:
+    if exc.status_code == 401 and not challenge:
         # only FastAPI's HTTP Basic raises it, for a header it cannot decode, with a generic
         # text and a WWW-Authenticate challenge: both are replaced
         response: Response = unauthorized("malformed credentials (HTTP Basic)")
@@ -323,9 +329,20 @@ async def _on_unexpected(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal server error")
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Make ``app`` answer every error with lakeFS's body and the status of :func:`status_for`."""
-    app.add_exception_handler(LakeMirrorError, _on_lakemirror_error)
+def install_error_handlers(app: FastAPI, *, basic_challenge: bool = True) -> None:
+    """Make ``app`` answer every error with lakeFS's body and the status of :func:`status_for`.
+
+    Args:
+        app: The app.
+        basic_challenge: Answer a 401 with ``WWW-Authenticate: Basic`` and the detail after
+            lakeFS's text in the message, as LakeMirror's own APIs do; ``False``: with lakeFS's
+            401 (:func:`unauthorized`), which lakeFS's web UI reads as signed out.
+    """
+    app.add_exception_handler(
+        LakeMirrorError, partial(_on_lakemirror_error, challenge=basic_challenge)
+    )
     app.add_exception_handler(RequestValidationError, _on_validation_error)
-    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(
+        StarletteHTTPException, partial(_on_http_error, challenge=basic_challenge)
+    )
     app.add_exception_handler(Exception, _on_unexpected)
