@@ -73,10 +73,17 @@ def _print_promotion(ctx: Context, report: dict[str, Any]) -> None:
         ctx.output.table(
             ["branch", "mirror head", "source head", "commits behind"],
             [
-                (b, m.get("mirror_head") or "-", m.get("source_head") or "-", m["lag_commits"])
+                (b, m.get("mirror_head") or "-", m.get("source_head") or "-", _behind(m))
                 for b, m in sorted(missing.items())
             ],
         )
+
+
+def _behind(missing: dict[str, Any]) -> str:
+    """Return a branch's commits behind: the count, or "at least" its lower bound."""
+    if missing.get("lag_commits") is not None:
+        return str(missing["lag_commits"])
+    return f"at least {missing.get('lag_commits_at_least') or 1}"
 
 
 def _print_adoption(ctx: Context, mirror: dict[str, Any]) -> None:

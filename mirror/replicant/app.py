@@ -94,7 +94,12 @@ class MissingHead(BaseModel):
 
     mirror_head: str | None
     source_head: str | None
-    lag_commits: int
+    lag_commits: int | None = Field(
+        description="commits the promoted head is behind source_head; null when not all known"
+    )
+    lag_commits_at_least: int | None = Field(
+        default=None, description="a lower bound of lag_commits when that is null"
+    )
 
 
 class PromotionReportModel(BaseModel):
@@ -147,7 +152,12 @@ class BranchStatusModel(BaseModel):
     source_head: str | None
     mirror_head: str | None
     lag_seconds: float
-    lag_commits: int
+    lag_commits: int | None = Field(
+        description="source commits the mirror branch does not show; null while not all known"
+    )
+    lag_commits_at_least: int | None = Field(
+        default=None, description="a lower bound of lag_commits while that is null"
+    )
     missing_objects: int
     missing_sample: list[str]
     last_error: str | None

@@ -1,13 +1,26 @@
-"""Walks over commit history: a mirror head's ancestry, probe positions, parents-first order."""
+"""Walks over commit history: ancestry, the commits ahead of a head, probes, parents-first order."""
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from mirror.errors import NotFoundError
 from mirror.replicant.client import LakeFSClient, RemoteCommit
+from mirror.replicant.state import Lag
 
-__all__ = ["Ancestry", "intermediate_probes", "parents_first"]
+__all__ = [
+    "Ahead",
+    "Ancestry",
+    "CommitReader",
+    "commits_ahead",
+    "intermediate_probes",
+    "parents_first",
+]
+
+CommitReader = Callable[[str], Awaitable[RemoteCommit | None]]
+"""Reads a commit record by ID; ``None`` when the record is not known (not copied yet)."""
 
 
 class Ancestry:
@@ -48,6 +61,62 @@ class Ancestry:
                     generation = (await self._dest.get_commit(self._repo, parent)).generation
                     heapq.heappush(self._frontier, (-generation, parent))
         return commit.id in self._seen
+
+
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """The first-parent chain of a source head ahead of a mirror head.
+
+    Attributes:
+        ids: The commits ahead that were read, newest (the source head) first.
+        oldest: The creation date of the oldest of them, ``None`` when there is none.
+        from_head: Whether the chain ends at the mirror head itself, so that every commit on it
+            descends from the mirror head (and moving there is moving forward).
+        lag: How many commits are ahead: ``len(ids)`` when the walk reached its end, a lower
+            bound when it stopped at a record it could not read or at its length limit.
+    """
+
+    ids: tuple[str, ...]
+    oldest: int | None
+    from_head: bool
+    lag: Lag
+
+
+async def commits_ahead(
+    read: CommitReader,
+    ancestry: Ancestry,
+    head: str,
+    current: str | None,
+    limit: int,
+) -> Ahead:
+    """Walk first parents from ``head`` to ``current`` (whose ancestry is ``ancestry``).
+
+    The walk stops at ``current`` or at the first of its ancestors met, so a mirror head off the
+    source's history (an adopted repository's diverged head) counts only the commits since the
+    fork; and at a root commit when ``current`` is not on ``head``'s history at all. A record
+    ``read`` does not know is ahead too (the mirror holds every ancestor of its head) and ends
+    the walk with a lower bound, as does reaching ``limit`` commits.
+    """
+    ids: list[str] = []
+    oldest: int | None = None
+    cid: str | None = head
+    while cid is not None and cid != current:
+        if len(ids) >= limit:
+            return Ahead(tuple(ids), oldest, False, Lag(len(ids), exact=False))
+        commit = await read(cid)
+        if commit is None:
+            return Ahead(tuple(ids), oldest, False, Lag(len(ids) + 1, exact=False))
+        if await ancestry.reaches(commit):
+            break
+        if not commit.parents and current is not None:
+            # a root commit: the mirror's head is not on this history (the source branch was
+            # reset onto another history, or the mirror was made with a commit of its own by
+            # an earlier version)
+            break
+        ids.append(cid)
+        oldest = commit.creation_date
+        cid = commit.parents[0] if commit.parents else None
+    return Ahead(tuple(ids), oldest, current is not None and cid == current, Lag(len(ids)))
 
 
 def intermediate_probes(count: int) -> list[int]:

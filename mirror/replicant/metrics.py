@@ -22,7 +22,8 @@ class ReplicantMetrics:
         )
         self.lag_commits = Gauge(
             "lakemirror_lag_commits",
-            "Source commits the mirror branch does not show yet.",
+            "Source commits the mirror branch does not show yet; a lower bound while those "
+            "behind a newly seen source head are not counted yet (lag_commits_at_least).",
             branch,
             registry=r,
         )

@@ -8,7 +8,11 @@ timeout, the source is made writable again and the promotion is refused with the
 
 A **forced** promotion (a failover, the source region is gone) calls nothing in the source region:
 the mirror becomes writable at its validated heads, and the report records what it may be missing:
-for every branch, the last source head the worker saw but had not validated.
+for every branch, the last source head the worker saw but had not validated, and how many commits
+the promoted head is behind it. That number is counted on the commit records the mirror holds
+(the worker copies them before validating): exact when the chain from the seen head back to the
+promoted head is there (``lag_commits``), else a lower bound in a field of its own
+(``lag_commits_at_least``), never an understated count.
 
 Either way the mirror's configuration is removed (the repository is no longer a mirror) and the
 report is kept in the replicant's KV, so a second promotion is refused naming the first.
@@ -22,10 +26,17 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from mirror.errors import ConflictError, LakeMirrorError, UnavailableError
+from mirror.core.errors import RepositoryNotAMirrorError
+from mirror.errors import (
+    ConflictError,
+    LakeMirrorError,
+    NotFoundError,
+    UnavailableError,
+)
 from mirror.logging import get_logger
-from mirror.replicant.client import LakeFSClient
-from mirror.replicant.state import MirrorConfig, MirrorNotFoundError
+from mirror.replicant.client import LakeFSClient, RemoteCommit
+from mirror.replicant.history import Ancestry, commits_ahead
+from mirror.replicant.state import BranchStatus, Lag, MirrorConfig, MirrorNotFoundError
 
 if TYPE_CHECKING:
     from mirror.replicant.service import ReplicantService
@@ -33,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["AlreadyPromotedError", "NotSyncedError", "PromotionReport", "promote"]
 
 _log = get_logger("mirror.replicant")
+_LAG_WALK_LIMIT = 100_000
 
 
 class AlreadyPromotedError(ConflictError):
@@ -54,7 +66,9 @@ class PromotionReport:
     heads: dict[str, str]
     tags: dict[str, str]
     missing: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Per branch: ``mirror_head``, ``source_head`` (last seen, not validated), ``lag_commits``."""
+    """Per branch: ``mirror_head``, ``source_head`` (last seen, not validated), and the commits
+    between them: ``lag_commits`` when counted, else ``None`` and a lower bound in
+    ``lag_commits_at_least``."""
     writes_refused_seconds: float | None = None
     """From the source's demotion to the mirror's promotion (planned only)."""
     promoted_at: float = 0.0
@@ -138,11 +152,7 @@ async def _forced(service: ReplicantService, config: MirrorConfig) -> PromotionR
     heads = await _mirrored_heads(service.local, config.name, config)
     tags = await _tags(service.local, config.name, config)
     missing = {
-        s.branch: {
-            "mirror_head": heads.get(s.branch),
-            "source_head": s.source_head,
-            "lag_commits": s.lag_commits,
-        }
+        s.branch: await _missing(service.local, config.name, s, s.source_head, heads.get(s.branch))
         for s in statuses
         if s.source_head is not None
         and s.source_head != heads.get(s.branch)
@@ -168,7 +178,7 @@ async def _planned(
     local = await service.local.get_repository(config.name)
     if not local.get("read_only"):
         # demoting the source now would leave no writable repository at the end
-        raise ConflictError(f"repository {config.name!r} is not a mirror (it is writable)")
+        raise RepositoryNotAMirrorError(config.name)
     started = time.monotonic()
     try:
         await source.demote_repository(
@@ -220,9 +230,44 @@ async def _planned(
     return await _finish(service, config, report, started=started)
 
 
+async def _missing(
+    local: LakeFSClient, repo: str, status: BranchStatus, seen: str, head: str | None
+) -> dict[str, Any]:
+    """Return what branch ``status.branch``, promoted at ``head``, may lack of the source.
+
+    The commits are counted on the promoted repository's own records, back from ``seen``, the
+    last source head the worker saw: the worker copies a head's records before validating it,
+    so they are usually all there, even when the worker never got to count them (the source
+    went away, or the replica restarted, in between).
+    """
+
+    async def read(commit_id: str) -> RemoteCommit | None:
+        try:
+            return await local.get_commit(repo, commit_id)
+        except NotFoundError:
+            return None
+
+    ancestry = await Ancestry.of(local, repo, head)
+    lag = (await commits_ahead(read, ancestry, seen, head, _LAG_WALK_LIMIT)).lag
+    if not lag.exact and status.mirror_head == head:
+        # the worker's own count (or bound) against the same head may know more
+        known = status.lag
+        lag = known if known.exact else Lag(max(lag.commits, known.commits), exact=False)
+    return {
+        "mirror_head": head,
+        "source_head": seen,
+        "lag_commits": lag.commits if lag.exact else None,
+        "lag_commits_at_least": None if lag.exact else lag.commits,
+    }
+
+
+def _behind(lag: Lag) -> str:
+    return f"{lag.commits} commit(s)" if lag.exact else f"at least {lag.commits} commit(s)"
+
+
 def _lag_text(service: ReplicantService, config: MirrorConfig) -> str:
     behind = [
-        f"{s.branch}: {s.lag_commits} commit(s) behind (mirror at {s.mirror_head}, source at "
+        f"{s.branch}: {_behind(s.lag)} behind (mirror at {s.mirror_head}, source at "
         f"{s.source_head}, {s.missing_objects} file(s) missing)"
         for s in service.status(config.name)
         if s.source_head != s.mirror_head or s.state != "synced"

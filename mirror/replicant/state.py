@@ -28,6 +28,7 @@ from mirror.kv import KV, KeyNotFoundError, KVPreconditionFailedError
 __all__ = [
     "BranchState",
     "BranchStatus",
+    "Lag",
     "Lease",
     "MirrorConfig",
     "MirrorExistsError",
@@ -100,6 +101,16 @@ class MirrorConfig:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Lag:
+    """How many source commits a mirror branch does not show: a count, or a lower bound."""
+
+    commits: int
+    exact: bool = True
+    """``False`` while the commits behind the source head are not all known (their records
+    were not read yet): the branch is then *at least* ``commits`` behind."""
+
+
 @dataclass(slots=True)
 class BranchStatus:
     """Where mirroring of one branch stands."""
@@ -109,7 +120,11 @@ class BranchStatus:
     source_head: str | None = None
     mirror_head: str | None = None
     lag_seconds: float = 0.0
-    lag_commits: int = 0
+    lag_commits: int | None = 0
+    """The source commits the mirror branch does not show; ``None`` when only a lower bound is
+    known (``lag_commits_at_least``)."""
+    lag_commits_at_least: int | None = None
+    """A lower bound of ``lag_commits`` while that is unknown, else ``None``."""
     missing_objects: int = 0
     missing_sample: list[str] = field(default_factory=list)
     last_error: str | None = None
@@ -117,6 +132,18 @@ class BranchStatus:
     behind_since: int | None = None
     """Creation date of the oldest source commit the mirror branch does not show yet."""
     updated: float = 0.0
+
+    @property
+    def lag(self) -> Lag:
+        """Return the commits behind: the count, or the lower bound while it is unknown."""
+        if self.lag_commits is not None:
+            return Lag(self.lag_commits)
+        return Lag(self.lag_commits_at_least or 0, exact=False)
+
+    def set_lag(self, lag: Lag) -> None:
+        """Record the commits behind, in the field that says whether it is a count or a bound."""
+        self.lag_commits = lag.commits if lag.exact else None
+        self.lag_commits_at_least = None if lag.exact else lag.commits
 
     def to_json(self) -> dict[str, Any]:
         """Return the status as plain data."""

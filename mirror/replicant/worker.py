@@ -33,9 +33,15 @@ from dataclasses import dataclass
 from mirror.errors import LakeMirrorError, NotFoundError, PreconditionFailedError
 from mirror.logging import get_logger
 from mirror.replicant.client import LakeFSClient, RemoteCommit
-from mirror.replicant.history import Ancestry, intermediate_probes, parents_first
+from mirror.replicant.history import (
+    Ahead,
+    Ancestry,
+    commits_ahead,
+    intermediate_probes,
+    parents_first,
+)
 from mirror.replicant.metrics import ReplicantMetrics
-from mirror.replicant.state import BranchState, BranchStatus, MirrorConfig, ReplicantStore
+from mirror.replicant.state import BranchState, BranchStatus, Lag, MirrorConfig, ReplicantStore
 from mirror.validator import ValidationReport, Validator
 
 __all__ = ["FirstSync", "MirrorWorker", "WorkerSettings", "intermediate_probes", "parents_first"]
@@ -47,29 +53,13 @@ _COMMIT_CACHE = 10_000
 _LAG_WALK_LIMIT = 100_000
 
 
-@dataclass(frozen=True, slots=True)
-class _Ahead:
-    """The source's first-parent chain ahead of the mirror head.
-
-    Attributes:
-        ids: The commits ahead, newest (the source head) first.
-        oldest: The creation date of the oldest commit ahead, ``None`` when none is.
-        from_head: Whether the chain ends at the mirror head itself, so that every commit on it
-            descends from the mirror head (and moving there is moving forward).
-    """
-
-    ids: tuple[str, ...]
-    oldest: int | None
-    from_head: bool
-
-
 @dataclass(slots=True)
 class _Progress:
     """Where the mirror branch is while the worker waits for the source head's files."""
 
     current: str | None
     base: str
-    ahead: _Ahead
+    ahead: Ahead
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +113,11 @@ class MirrorWorker:
         # commits known to be on the mirror; forgetting one only costs a lookup on the mirror
         self._imported: OrderedDict[str, None] = OrderedDict()
         self._import_lock = asyncio.Lock()
-        self._status: dict[str, BranchStatus] = {}
+        # a replica taking the mirror over starts from what the last one saw: a forced promotion
+        # reports the source heads seen before the source went away, even after a restart
+        self._status: dict[str, BranchStatus] = {
+            s.branch: s for s in store.list_status(config.name)
+        }
         self._branch_tasks: dict[str, asyncio.Task[None]] = {}
         self._pending_tags: dict[str, str] = {}
         self._first_sync = first_sync
@@ -250,24 +244,26 @@ class MirrorWorker:
         status.mirror_head = current
         if seen:
             if current != head:
-                # a lower bound until the commits ahead are counted below, never "0 behind"
-                status.lag_commits = max(status.lag_commits, 1)
+                # at least one commit behind until the commits ahead are counted below: a lower
+                # bound, never "0 behind" nor the previous head's count
+                status.set_lag(Lag(1, exact=False))
+                self.metrics.lag_commits.labels(name, branch).set(status.lag.commits)
             # what a forced promotion reports as possibly missing: kept before any copying
             self.store.put_status(name, status)
         if current == head:
-            self._set(status, "synced", lag_seconds=0.0, lag_commits=0, missing=0)
+            self._set(status, "synced", lag_seconds=0.0, lag=Lag(0), missing=0)
             return False
         await self._import_chain(head)
         target = await self._commit(head)
         ahead = await self._ahead(head, current)
-        self._set(status, "validating", lag_commits=len(ahead.ids), oldest=ahead.oldest)
+        self._set(status, "validating", lag=ahead.lag, oldest=ahead.oldest)
         progress = _Progress(current, await self._metarange_of(current), ahead)
         report = await self._validate_until_complete(status, target, progress)
         if report is None:
             return False
         if not await self._advance(status, progress.current, head, len(progress.ahead.ids), report):
             return False
-        self._set(status, "synced", lag_seconds=0.0, lag_commits=0, missing=0)
+        self._set(status, "synced", lag_seconds=0.0, lag=Lag(0), missing=0)
         return True
 
     async def _advance(
@@ -341,7 +337,7 @@ class MirrorWorker:
             self._set(
                 status,
                 "waiting",
-                lag_commits=len(progress.ahead.ids),
+                lag=progress.ahead.lag,
                 oldest=progress.ahead.oldest,
                 missing=report.missing_count,
                 sample=list(report.missing[:10]),
@@ -382,7 +378,7 @@ class MirrorWorker:
             oldest = (await self._commit(newer[-1])).creation_date
             progress.current = commit.id
             progress.base = commit.meta_range_id
-            progress.ahead = _Ahead(newer, oldest, True)
+            progress.ahead = Ahead(newer, oldest, True, Lag(len(newer)))
             return True
         return True
 
@@ -392,7 +388,7 @@ class MirrorWorker:
         state: BranchState,
         *,
         lag_seconds: float | None = None,
-        lag_commits: int | None = None,
+        lag: Lag | None = None,
         oldest: int | None = None,
         missing: int | None = None,
         sample: list[str] | None = None,
@@ -417,8 +413,8 @@ class MirrorWorker:
             status.lag_seconds = lag_seconds
         elif status.behind_since is not None:
             status.lag_seconds = max(0.0, now - status.behind_since)
-        if lag_commits is not None:
-            status.lag_commits = lag_commits
+        if lag is not None:
+            status.set_lag(lag)
         if missing is not None:
             status.missing_objects = missing
             status.missing_sample = sample or []
@@ -426,7 +422,8 @@ class MirrorWorker:
         status.updated = now
         labels = (self.config.name, status.branch)
         self.metrics.lag_seconds.labels(*labels).set(status.lag_seconds)
-        self.metrics.lag_commits.labels(*labels).set(status.lag_commits)
+        # while only a lower bound is known the gauge shows it (never an overstated count)
+        self.metrics.lag_commits.labels(*labels).set(status.lag.commits)
         self.metrics.missing_objects.labels(*labels).set(status.missing_objects)
         self.store.put_status(self.config.name, status)
 
@@ -482,30 +479,28 @@ class MirrorWorker:
         while len(self._imported) > _COMMIT_CACHE:
             self._imported.popitem(last=False)
 
-    async def _ahead(self, head: str, current: str | None) -> _Ahead:
+    async def _ahead(self, head: str, current: str | None) -> Ahead:
         """Return the commits ``head`` is ahead of ``current`` along first parents.
 
-        The walk stops at ``current`` or at the first of its ancestors met, so a mirror head
-        off the source's history (an adopted repository's diverged head) counts only the
-        commits since the fork.
+        Called once ``head``'s records are copied: the walk reads the mirror's copies, so it
+        needs nothing more of the source region.
         """
-        ids: list[str] = []
-        oldest: int | None = None
         ancestry = await Ancestry.of(self.dest, self.config.name, current)
-        cid: str | None = head
-        while cid is not None and cid != current and len(ids) < _LAG_WALK_LIMIT:
-            commit = await self._commit(cid)
-            if await ancestry.reaches(commit):
-                break
-            if not commit.parents and current is not None:
-                # a root commit: the mirror's head is not on this history (the source branch
-                # was reset onto another history, or the mirror was made with a commit of its
-                # own by an earlier version)
-                break
-            ids.append(cid)
-            oldest = commit.creation_date
-            cid = commit.parents[0] if commit.parents else None
-        return _Ahead(tuple(ids), oldest, current is not None and cid == current)
+        return await commits_ahead(self._copied_commit, ancestry, head, current, _LAG_WALK_LIMIT)
+
+    async def _copied_commit(self, commit_id: str) -> RemoteCommit | None:
+        found = self._commits.get(commit_id)
+        if found is not None:
+            self._commits.move_to_end(commit_id)
+            return found
+        try:
+            commit = await self.dest.get_commit(self.config.name, commit_id)
+        except NotFoundError:
+            return None
+        self._commits[commit_id] = commit
+        while len(self._commits) > _COMMIT_CACHE:
+            self._commits.popitem(last=False)
+        return commit
 
     async def _metarange_of(self, commit_id: str | None) -> str:
         """Return the metarange of a commit already on the mirror (validated), ``""`` if none."""

@@ -32,6 +32,7 @@ import httpx
 import yaml
 from lakefs_sdk.models.user_creation import UserCreation
 
+from mirror.block import BlockResolver
 from mirror.simulate import ReplicationSimulator
 from tests.e2e.regions import (
     MIRRORS,
@@ -57,6 +58,9 @@ __all__ = [
     "Sample",
     "WritableRegionChecker",
     "ack_violations",
+    "make_named_user",
+    "make_user",
+    "new_source_region",
     "objects_at",
 ]
 
@@ -79,14 +83,25 @@ class Failover:
         return "b" if region == "a" else "a"
 
     def replicant_config(
-        self, region: str, replica_id: str, port: int, poll: float, lease: float
+        self,
+        region: str,
+        replica_id: str,
+        port: int,
+        poll: float,
+        lease: float,
+        peer_key: tuple[str, str] | None = None,
     ) -> dict[str, Any]:
         """Return the configuration of a replicant of ``region``: its own region's server is
-        reached with the replicator's key, the other region's with its administrator's."""
+        reached with the replicator's key, the other region's with ``peer_key`` (by default
+        its administrator's)."""
         local = self.regions[region]
         peer_name = self.other(region)
         peer = self.regions[peer_name]
         key, secret = self.replicators[region]
+        peer_id, peer_secret = peer_key or (
+            peer.server.access_key_id,
+            peer.server.secret_access_key,
+        )
         return {
             "data_dir": str(local.server.data_dir),
             "replicant": {
@@ -105,8 +120,8 @@ class Failover:
                 },
                 peer_name: {
                     "server_url": peer.server.url,
-                    "access_key_id": peer.server.access_key_id,
-                    "secret_access_key": peer.server.secret_access_key,
+                    "access_key_id": peer_id,
+                    "secret_access_key": peer_secret,
                 },
             },
             "logging": {"format": "json", "level": "info"},
@@ -114,13 +129,19 @@ class Failover:
 
     @contextmanager
     def replicant(
-        self, region: str, replica_id: str | None = None, poll: float = 0.1, lease: float = 2.0
+        self,
+        region: str,
+        replica_id: str | None = None,
+        poll: float = 0.1,
+        lease: float = 2.0,
+        peer_key: tuple[str, str] | None = None,
     ) -> Iterator[Replicant]:
         """Run a replicant of ``region`` (a process sharing its server's KV) until the block
-        ends; its HTTP client signs in as the region's administrator."""
+        ends; its HTTP client signs in as the region's administrator. ``peer_key`` is the key
+        it reaches the other region with (by default that region's administrator's)."""
         replica_id = replica_id or f"{region}-{secrets.token_hex(3)}"
         port = free_port()
-        config = self.replicant_config(region, replica_id, port, poll, lease)
+        config = self.replicant_config(region, replica_id, port, poll, lease, peer_key)
         path = self.world.tmp / f"replicant-{replica_id}.yaml"
         path.write_text(yaml.safe_dump(config))
         log_path = self.world.tmp / f"replicant-{replica_id}.log"
@@ -236,6 +257,36 @@ class Failover:
 
 
 @contextmanager
+def new_source_region(failover: Failover, label: str) -> Iterator[Region]:
+    """Run a new server (its own data directory) as region ``a`` until the block ends.
+
+    It stands in for the world's region ``a`` meanwhile, so a test may kill it and leave the
+    module's region ``a`` to the other tests.
+    """
+    tmp = failover.world.tmp
+    with running_server(
+        tmp / label,
+        tmp / f"{label}.log",
+        access_key_id="AKIAREGIONA0000000002",
+        secret_access_key=secrets.token_hex(20),
+    ) as server:
+        http = httpx.Client(
+            base_url=f"{server.url}/api/v1",
+            auth=(server.access_key_id, server.secret_access_key),
+            timeout=30.0,
+        )
+        previous = failover.regions["a"]
+        failover.regions["a"] = Region(
+            "a", server, _admin_client(server), http, BlockResolver(server.data_dir)
+        )
+        try:
+            yield failover.regions["a"]
+        finally:
+            failover.regions["a"] = previous
+            http.close()
+
+
+@contextmanager
 def restarted(region: Region, log_path: Path) -> Iterator[Region]:
     """Start ``region``'s server again on its data directory (after it was killed) until the
     block ends; return the region as it is now (a new port, new clients)."""
@@ -263,13 +314,19 @@ def restarted(region: Region, log_path: Path) -> Iterator[Region]:
 
 def make_user(region: Region, *policies: str) -> tuple[str, str]:
     """Create a user of ``region`` with ``policies`` attached; return its key and secret."""
+    _, key = make_named_user(region, *policies)
+    return key
+
+
+def make_named_user(region: Region, *policies: str) -> tuple[str, tuple[str, str]]:
+    """Create a user of ``region`` with ``policies`` attached; return its ID, key and secret."""
     auth = region.client.sdk_client.auth_api
     user_id = unique("user")
     auth.create_user(UserCreation(id=user_id))
     for policy in policies:
         auth.attach_policy_to_user(user_id, policy)
     creds = auth.create_credentials(user_id)
-    return creds.access_key_id, creds.secret_access_key
+    return user_id, (creds.access_key_id, creds.secret_access_key)
 
 
 def repository(region: Region, repo: str) -> dict[str, Any] | None:

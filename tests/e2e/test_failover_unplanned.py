@@ -6,6 +6,10 @@ writes from the commit it had validated; when ``a`` comes back its ``main`` has 
 ``a`` as a mirror of ``b`` is refused naming the first differing commit, unless the diverged
 commits are preserved on a ``preserved-main-<UTC time>`` branch of ``a``; those commits are then
 copied to ``b`` by ``b``'s replicant once their files are there.
+
+What a forced promotion reports missing is checked against the dead source's own history: the
+commits behind the last head the replicant saw are counted when their records were copied, and
+given as a lower bound when they were not.
 """
 
 from __future__ import annotations
@@ -15,15 +19,22 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+import lakefs
 import pytest
 
+from mirror.block import BlockResolver
+from mirror.core.catalog import Catalog
+from mirror.kv.sqlite import SqliteKV
 from tests.e2e.failover import (
     Failover,
+    make_named_user,
+    new_source_region,
     objects_at,
     repository,
     restarted,
 )
-from tests.e2e.regions import MIRRORS, Region, TwoRegions, wait_for
+from tests.e2e.regions import MIRRORS, Region, Replicant, TwoRegions, wait_for
+from tests.integration.harness import unique
 
 PRESERVED = "/service/replication/v1/repositories/{repo}/preserved-branches"
 
@@ -39,8 +50,10 @@ def failover(world: TwoRegions) -> Iterator[Failover]:
         both.close()
 
 
-def _commit(region: Region, repo: str, files: dict[str, bytes], message: str) -> str:
-    base = f"/repositories/{repo}/branches/main"
+def _commit(
+    region: Region, repo: str, files: dict[str, bytes], message: str, branch: str = "main"
+) -> str:
+    base = f"/repositories/{repo}/branches/{branch}"
     for path, data in files.items():
         upload = region.http.post(
             base + "/objects",
@@ -191,3 +204,160 @@ def _log(region: Region, repo: str, ref: str) -> list[dict[str, Any]]:
     response.raise_for_status()
     results: list[dict[str, Any]] = response.json()["results"]
     return results
+
+
+LATE_COMMITS = 6
+
+
+def test_a_forced_promotion_counts_what_the_dead_source_held(failover: Failover) -> None:
+    """Region ``a`` is killed while ``b``'s replicant has seen a new head on two mirrors and
+    moved to neither: replication holds the files back. On ``copied`` it has copied the commit
+    records behind the head; on ``unread`` it could not read them (its key in ``a``, a reader's,
+    is denied ``fs:ReadCommit`` on that repository), so it never counted them. A replicant
+    started after the kill promotes both with force."""
+    b = failover.regions["b"]
+    with new_source_region(failover, "a-counted") as a:
+        reader_id, reader = make_named_user(a, "FSReadAll")
+        repos = {case: unique(case) for case in ("copied", "unread")}
+        sims = []
+        for name in repos.values():
+            lakefs.Repository(name, client=a.client).create(a.namespace(name))
+            sims.append(failover.replicate("a", a.namespace(name), "b", b.namespace(name)))
+        bases: dict[str, str] = {}
+        heads: dict[str, str] = {}
+        with failover.replicant("b", peer_key=reader) as in_b:
+            for case, name in repos.items():
+                assert failover.mirror(in_b, name, name, branches=["main"]).status_code == 201
+                bases[case] = _commit(a, name, {"base.csv": b"base\n" * 50}, "base")
+            for case, name in repos.items():
+                at_base = bases[case]
+                wait_for(lambda n=name, c=at_base: b.head(n, "main") == c, 30, f"{name} at base")
+            for sim in sims:
+                sim.stall()
+            unread = repos["unread"]
+            deny = {
+                "id": unique("no-commit-records"),
+                "statement": [
+                    {
+                        "effect": "deny",
+                        "action": ["fs:ReadCommit"],
+                        "resource": f"arn:lakefs:fs:::repository/{unread}",
+                    }
+                ],
+            }
+            assert a.http.post("/auth/policies", json=deny).status_code == 201
+            attached = a.http.put(f"/auth/users/{reader_id}/policies/{deny['id']}")
+            assert attached.status_code == 201, attached.text
+            for case, name in repos.items():
+                # written on a branch not mirrored, then main jumps there: the replicant sees
+                # no head in between (it would finish validating that one first)
+                late = {"name": "late", "source": "main"}
+                assert a.http.post(f"/repositories/{name}/branches", json=late).status_code == 201
+                for i in range(LATE_COMMITS):
+                    files = {f"late/{i}.bin": bytes([i + 1]) * 3000}
+                    heads[case] = _commit(a, name, files, f"late {i}", branch="late")
+                reset = a.http.put(
+                    f"/repositories/{name}/branches/main/hard_reset", params={"ref": heads[case]}
+                )
+                assert reset.status_code == 204, reset.text
+            _wait_status(
+                in_b,
+                repos["copied"],
+                {"source_head": heads["copied"], "state": "waiting", "lag_commits": LATE_COMMITS},
+            )
+            copied_record = b.http.get(f"/repositories/{repos['copied']}/commits/{heads['copied']}")
+            assert copied_record.status_code == 200, copied_record.text
+            seen = _wait_status(
+                in_b,
+                unread,
+                {
+                    "source_head": heads["unread"],
+                    "state": "error",
+                    "lag_commits": None,
+                    "lag_commits_at_least": 1,
+                },
+            )
+            assert "fs:ReadCommit" in seen["last_error"]
+            unread_record = b.http.get(f"/repositories/{unread}/commits/{heads['unread']}")
+            assert unread_record.status_code == 404, unread_record.text
+            assert in_b.metric("lakemirror_lag_commits", mirror=repos["copied"]) == LATE_COMMITS
+            assert in_b.metric("lakemirror_lag_commits", mirror=unread) == 1
+            a.server.process.send_signal(signal.SIGKILL)
+            a.server.process.wait(timeout=10)
+        for sim in sims:
+            failover.stop_replication(sim)
+        # a replicant started after the source died reports what the last one saw
+        with failover.replicant("b", peer_key=reader) as again:
+            reports = {}
+            for case, name in repos.items():
+                forced = failover.promote(again, name, name, force=True)
+                assert forced.status_code == 200, forced.text
+                reports[case] = forced.json()
+    behind = _history_behind(a, repos, heads, bases)
+    assert behind == {"copied": LATE_COMMITS, "unread": LATE_COMMITS}
+    assert reports["copied"]["missing"] == {
+        "main": {
+            "mirror_head": bases["copied"],
+            "source_head": heads["copied"],
+            "lag_commits": behind["copied"],
+            "lag_commits_at_least": None,
+        }
+    }
+    # only the seen head is known to be missing: a lower bound, never an understated count
+    assert reports["unread"]["missing"] == {
+        "main": {
+            "mirror_head": bases["unread"],
+            "source_head": heads["unread"],
+            "lag_commits": None,
+            "lag_commits_at_least": 1,
+        }
+    }
+    assert reports["unread"]["missing"]["main"]["lag_commits_at_least"] <= behind["unread"]
+    record = b.http.get(f"/repositories/{unread}/mirror/promotion")
+    assert record.status_code == 200
+    assert record.json()["missing"] == reports["unread"]["missing"]
+
+
+def _wait_status(replicant: Replicant, name: str, expected: dict[str, Any]) -> dict[str, Any]:
+    seen: list[dict[str, Any]] = [{}]
+
+    def reached() -> bool:
+        seen[0] = _status_of(replicant, name) or {}
+        return all(seen[0].get(k, "absent") == v for k, v in expected.items())
+
+    try:
+        wait_for(reached, 30, f"{name}'s status {expected}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last status {seen[0]}") from None
+    return seen[0]
+
+
+def _status_of(replicant: Replicant, name: str) -> dict[str, Any] | None:
+    response = replicant.http.get(MIRRORS.format(repo=name) + f"/{name}")
+    if response.status_code != 200:
+        return None
+    found = [s for s in response.json()["status"] if s["branch"] == "main"]
+    return found[0] if found else None
+
+
+def _history_behind(
+    region: Region, repos: dict[str, str], heads: dict[str, str], bases: dict[str, str]
+) -> dict[str, int]:
+    """Count, in the region's KV (its server stopped), the first-parent commits from each
+    case's head back to its base."""
+    kv = SqliteKV(region.server.data_dir / "kv.sqlite")
+    try:
+        catalog = Catalog(kv, BlockResolver(region.server.data_dir))
+        behind: dict[str, int] = {}
+        for case, name in repos.items():
+            count = 0
+            for commit in catalog.log(name, heads[case], first_parent=True):
+                if commit.id == bases[case]:
+                    break
+                count += 1
+            else:
+                raise AssertionError(f"{bases[case]} is not in {name}'s history")
+            behind[case] = count
+        return behind
+    finally:
+        kv.close()

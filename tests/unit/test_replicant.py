@@ -275,18 +275,19 @@ async def test_a_newly_seen_source_head_is_never_stored_as_zero_commits_behind(
     _copy_all(pair.src_store, pair.dst_store)
     assert await pair.worker.sync_branch("main")
     c2 = _commit(pair.a, {"b": b"b"}, "b")
-    stored: list[tuple[str | None, str | None, int]] = []
+    stored: list[tuple[str | None, str | None, int | None, int | None]] = []
 
     async def stop_before_copying(head: str) -> int:
         # what a forced promotion would read if it came now
         for s in pair.worker.store.list_status(pair.config.name):
-            stored.append((s.mirror_head, s.source_head, s.lag_commits))
+            stored.append((s.mirror_head, s.source_head, s.lag_commits, s.lag_commits_at_least))
         raise NotFoundError("stopped before copying")
 
     pair.worker._import_chain = stop_before_copying  # type: ignore[method-assign]
     with pytest.raises(NotFoundError):
         await pair.worker.sync_branch("main")
-    assert stored == [(c1, c2, 1)]
+    # at least one commit behind, said as a lower bound: not a count it never made
+    assert stored == [(c1, c2, None, 1)]
 
 
 @pytest.mark.anyio

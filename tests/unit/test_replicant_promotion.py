@@ -19,14 +19,14 @@ import pytest
 
 from mirror.config import RegionSettings
 from mirror.errors import ConflictError, ReadOnlyError, UnavailableError
-from mirror.kv import MemoryKV
+from mirror.kv import KV, MemoryKV
 from mirror.replicant.adoption import DivergedError, _new_branch
 from mirror.replicant.client import LakeFSClient
 from mirror.replicant.preservation import CopiedBranch, FilesMissingError
 from mirror.replicant.promotion import AlreadyPromotedError, NotSyncedError
 from mirror.replicant.readers import NamespaceReaders
 from mirror.replicant.service import MirrorRequest, ReplicantService, ServiceSettings
-from mirror.replicant.state import MirrorConfig
+from mirror.replicant.state import BranchStatus, MirrorConfig
 from tests.inprocess import REPLICATOR
 from tests.unit.test_replicant import Region, _region
 
@@ -98,7 +98,7 @@ def _commit(region: Region, repo: str, files: dict[str, bytes], message: str) ->
     return str(region.catalog.commit(repo, "main", message).commit.id)
 
 
-def _service(world: World, name: str) -> ReplicantService:
+def _service(world: World, name: str, kv: KV | None = None) -> ReplicantService:
     regions = {"a": world.a, "b": world.b}
 
     def factory(s: RegionSettings) -> LakeFSClient:
@@ -113,7 +113,7 @@ def _service(world: World, name: str) -> ReplicantService:
         replica_id=f"unit-{name}",
     )
     return ReplicantService(
-        settings, MemoryKV(), NamespaceReaders(regions[name].resolver), client_factory=factory
+        settings, kv or MemoryKV(), NamespaceReaders(regions[name].resolver), client_factory=factory
     )
 
 
@@ -231,7 +231,14 @@ async def test_a_forced_promotion_records_the_heads_it_may_miss(world: World) ->
     world.down.add("a")
     report = await b.promote("origin", "origin-mirror", force=True)
     assert report.forced and report.heads == {"main": c1}
-    assert report.missing == {"main": {"mirror_head": c1, "source_head": c2, "lag_commits": 1}}
+    assert report.missing == {
+        "main": {
+            "mirror_head": c1,
+            "source_head": c2,
+            "lag_commits": 1,
+            "lag_commits_at_least": None,
+        }
+    }
     assert report.writes_refused_seconds is None
     assert not world.b.catalog.get_repository("origin-mirror").read_only
     assert not world.a.catalog.get_repository("origin").read_only  # nothing was asked of a
@@ -351,12 +358,50 @@ async def test_diverged_heads_are_preserved_and_survive_mirroring(world: World) 
 
 
 @pytest.mark.anyio
+async def test_a_forced_promotion_counts_the_commits_copied_but_never_counted(
+    world: World,
+) -> None:
+    c1 = await _mirrored(world)
+    b = world.service("b")
+    heads = []
+    for i in range(3):
+        world.a.catalog.upload_object("origin", "main", f"late{i}.csv", b"z" * 500)
+        world.hold(world.a, "origin", f"late{i}.csv")
+        heads.append(str(world.a.catalog.commit("origin", "main", f"late {i}").commit.id))
+    await _until(
+        lambda: (
+            [(s.source_head, s.state) for s in b.status("origin-mirror")]
+            == [(heads[-1], "waiting")]
+        ),
+        "b waiting on the late files",
+    )
+    await b.stop()
+    # what a replica stopped between copying the records and counting them leaves behind
+    seen = BranchStatus("main", "validating", heads[-1], c1, lag_commits=None)
+    seen.lag_commits_at_least = 1
+    b.store.put_status("origin-mirror", seen)
+    world.down.add("a")
+    again = _service(world, "b", b.store.kv)
+    world.services["b-again"] = again
+    report = await again.promote("origin", "origin-mirror", force=True)
+    assert report.missing == {
+        "main": {
+            "mirror_head": c1,
+            "source_head": heads[-1],
+            "lag_commits": 3,
+            "lag_commits_at_least": None,
+        }
+    }
+
+
+@pytest.mark.anyio
 async def test_a_mirror_made_writable_meanwhile_is_not_promoted(world: World) -> None:
     await _mirrored(world)
     b = world.service("b")
     await b.local.promote_repository("origin-mirror", {"from": "an operator"})
-    with pytest.raises(ConflictError, match="not a mirror"):
+    with pytest.raises(ConflictError) as refused:
         await b.promote("origin", "origin-mirror")
+    assert str(refused.value) == "repository 'origin-mirror' is not a mirror"
     assert not world.a.catalog.get_repository("origin").read_only  # the source was left alone
 
 

@@ -100,7 +100,11 @@ class Observer:
                 snap.mirror_head = status.get("mirror_head")
                 snap.state = str(status.get("state") or "waiting")
                 snap.lag_seconds = float(status.get("lag_seconds") or 0.0)
-                snap.lag_commits = int(status.get("lag_commits") or 0)
+                # while the commits behind a new head are being counted, their lower bound
+                counted = status.get("lag_commits")
+                snap.lag_commits = int(
+                    counted if counted is not None else status.get("lag_commits_at_least") or 0
+                )
                 if status.get("last_error"):
                     snap.problem = str(status["last_error"])
             snap.advances = int(totals.get("lakemirror_head_advances_total", 0))
