@@ -14,6 +14,10 @@ the promoted head is behind it. That number is counted on the commit records the
 promoted head is there (``lag_commits``), else a lower bound in a field of its own
 (``lag_commits_at_least``), never an understated count.
 
+A planned promotion needs the replicant's key in the source region to hold
+``fs:MirrorRepository`` on the source repository (it demotes it); refused, it answers 403 with the
+source's text and what key to give, having changed nothing.
+
 Either way the mirror's configuration is removed (the repository is no longer a mirror) and the
 report is kept in the replicant's KV, so a second promotion is refused naming the first.
 """
@@ -31,6 +35,7 @@ from mirror.errors import (
     ConflictError,
     LakeMirrorError,
     NotFoundError,
+    PermissionDeniedError,
     UnavailableError,
 )
 from mirror.logging import get_logger
@@ -136,6 +141,7 @@ async def promote(
         AlreadyPromotedError: the mirror was promoted already.
         NotSyncedError: a planned promotion timed out (the source is writable again).
         UnavailableError: a planned promotion could not reach the source region.
+        PermissionDeniedError: the replicant's key may not demote the source (planned).
         ConflictError: the source is a mirror of something else, or the mirror is not read-only.
     """
     _lookup(service, source_repo, name)
@@ -188,6 +194,16 @@ async def _planned(
         raise UnavailableError(
             f"source {source_name} unreachable ({exc}); {_lag_text(service, config)}; "
             "promote with force to fail over without it"
+        ) from exc
+    except PermissionDeniedError as exc:
+        # a key that only reads (FSReadAll) mirrors fine but cannot switch over: say which
+        # permission, on what, for which key, after the source's own text
+        raise PermissionDeniedError(
+            f"{exc}; a planned promotion demotes the source repository, so the replicant's "
+            f"key for region {config.source_region!r} (regions.{config.source_region} in its "
+            f"configuration) needs fs:MirrorRepository on "
+            f"arn:lakefs:fs:::repository/{config.source_repo} in that region (the built-in "
+            f"Replicator policy grants it); nothing was changed"
         ) from exc
     _log.info("source demoted for a switchover", mirror=config.name, source=source_name)
     deadline = started + timeout

@@ -1,5 +1,6 @@
 """Promotion refused: a mirror that does not catch up in time (the source is made writable again),
-a second promotion, callers without keys or permissions, on the replicant and on the servers."""
+a second promotion, callers without keys or permissions, on the replicant and on the servers, a
+replicant whose key in the source region only reads, and a writable repository."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.e2e.failover import Failover, make_user, repository
+from tests.e2e.failover import Failover, make_named_user, make_user, repository
 from tests.e2e.regions import MIRRORS, Replicant, TwoRegions, wait_for
 
 pytestmark = pytest.mark.slow
@@ -90,7 +91,7 @@ def test_a_second_promotion_is_refused(failover: Failover, in_b: Replicant) -> N
     # the server refuses to promote a repository that is not a mirror
     not_mirror = b.http.post(f"/repositories/{name}/mirror/promote", json={"promotion": {}})
     assert not_mirror.status_code == 409
-    assert "not a mirror" in not_mirror.json()["message"]
+    assert not_mirror.json() == {"message": f"repository '{name}' is not a mirror"}
 
 
 def test_callers_need_keys_and_permissions(failover: Failover, in_b: Replicant) -> None:
@@ -129,3 +130,40 @@ def test_callers_need_keys_and_permissions(failover: Failover, in_b: Replicant) 
     assert (repository(a, name) or {})["read_only"] is False
     assert (repository(b, name) or {})["read_only"] is True
     assert in_b.metric("lakemirror_promotions_total", mirror=name) == 0
+
+
+def test_a_switchover_needs_the_mirror_permission_in_the_source_region(
+    failover: Failover,
+) -> None:
+    """A replicant whose key in the source region only reads (``FSReadAll``) mirrors, but its
+    planned promotion cannot demote the source: 403, lakeFS's text, then which permission and
+    which key; nothing changes. With the ``Replicator`` policy on that key it switches over."""
+    a, b = failover.regions["a"], failover.regions["b"]
+    reader_id, reader = make_named_user(a, "FSReadAll")
+    with failover.replicant("b", peer_key=reader) as reading:
+        name, _ = _mirrored(failover, reading, "read-key")
+        refused = failover.promote(reading, name, name, timeout=10)
+        assert refused.status_code == 403, refused.text
+        assert refused.json() == {
+            "message": f"insufficient permissions: user '{reader_id}' may not "
+            f"fs:MirrorRepository on arn:lakefs:fs:::repository/{name}; a planned promotion "
+            "demotes the source repository, so the replicant's key for region 'a' (regions.a "
+            "in its configuration) needs fs:MirrorRepository on "
+            f"arn:lakefs:fs:::repository/{name} in that region (the built-in Replicator policy "
+            "grants it); nothing was changed"
+        }
+        assert (repository(a, name) or {})["read_only"] is False
+        assert (repository(b, name) or {})["read_only"] is True
+        assert reading.http.get(MIRRORS.format(repo=name) + f"/{name}").status_code == 200
+        assert reading.metric("lakemirror_promotions_total", mirror=name) == 0
+        # the documented key: the Replicator policy on the replicant's user in the source region
+        granted = a.http.put(f"/auth/users/{reader_id}/policies/Replicator")
+        assert granted.status_code == 201, granted.text
+        head = a.head(name, "main")
+        switched = failover.promote(reading, name, name, timeout=30)
+        assert switched.status_code == 200, switched.text
+        report = switched.json()
+        assert report["forced"] is False and report["missing"] == {}
+        assert report["heads"] == {"main": head}
+    assert (repository(a, name) or {})["mirror_of"] == f"b/{name}"
+    assert (repository(b, name) or {})["read_only"] is False
