@@ -66,6 +66,9 @@ def _raise_for(response: httpx.Response) -> None:
         body = None
     if isinstance(body, dict) and isinstance(body.get("message"), str):
         message = body["message"]
+        # a 401 carries lakeFS's text alone, and the server's reason beside it
+        if isinstance(body.get("detail"), str) and body["detail"]:
+            message = f"{message}: {body['detail']}"
     reason = f"{response.status_code} {response.reason_phrase}".strip()
     text = f"{message} ({reason})" if message else reason
     raise error_for(response.status_code, text)

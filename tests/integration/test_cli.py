@@ -604,7 +604,7 @@ def test_auth_failures_exit_3_without_leaking_secrets(
         cli.start("branch", "create", f"lakefs://{name}/nope", "-s", "main", env=reader),
     )
     bad_secret, listed, denied = (finish() for finish in waits)
-    assert_one_line_error(bad_secret, 3, "401")
+    assert_one_line_error(bad_secret, 3, "401", "error authenticating request: invalid credentials")
     assert listed.code == 0 and listed.out.startswith("BRANCH")
     assert_one_line_error(denied, 3, "403")
     for result in (bad_secret, denied):
