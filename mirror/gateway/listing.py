@@ -5,7 +5,8 @@ any ref expression) and lists that ref's objects one catalog page at a time; a p
 lists the repository's branches as common prefixes ``<branch>/``, as lakeFS does, so that a
 client browsing the bucket root sees its branches. Unlike lakeFS, ``encoding-type=url`` is
 honoured (keys are encoded as S3 encodes them, and ``EncodingType`` is echoed) and the v2
-continuation token is opaque.
+continuation token is opaque; an empty one (``continuation-token=``) lists from the start and is
+echoed, as S3 does.
 """
 
 from __future__ import annotations
@@ -113,9 +114,10 @@ def _parse(req: S3Request) -> _Query:
         raise _bad("Invalid Encoding Method specified in Request", req.bucket)
     if v2:
         token = q.get("continuation-token")
-        if token is not None:
+        if token:
             after = decode_token(token, req.bucket)
         else:
+            # an empty token lists from the start (echoed as sent), as S3 answers it
             after = q.get("start-after", "")
     else:
         after = q.get("marker", "")

@@ -1,13 +1,17 @@
 """boto3's listings through the gateway of a live server: v1 and v2 paginators over a few
 thousand keys, delimiters, start-after, keys that need URL encoding, the bucket root's branches,
-and listings at a tag and at a commit ID."""
+listings at a tag and at a commit ID, and an empty continuation token (a listing from the start,
+the token echoed)."""
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_plus
 
+import httpx
 import pytest
 from botocore.exceptions import ClientError
 
@@ -228,3 +232,32 @@ def test_unknown_buckets_and_bad_tokens_answer_s3_errors(s3: Any, repo: Repo) ->
         s3.list_objects_v2(Bucket=repo.name, Prefix="main/", ContinuationToken="bogus")
     assert token.value.response["Error"]["Code"] == "InvalidArgument"
     assert token.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+def test_an_empty_continuation_token_lists_from_the_start(live: Live, s3: Any, repo: Repo) -> None:
+    listed = s3.list_objects_v2(Bucket=repo.name, Prefix="main/odd/", ContinuationToken="")
+    assert [o["Key"] for o in listed["Contents"]] == [f"main/{k}" for k in ODD]
+    assert listed["ContinuationToken"] == ""
+    # the raw answer echoes the empty token as S3 does (boto3 reads an absent one as "" too)
+    signed = live.s3(signature_version="s3v4")
+    url = signed.generate_presigned_url(
+        "list_objects_v2",
+        Params={"Bucket": repo.name, "Prefix": "main/odd/", "ContinuationToken": "", "MaxKeys": 2},
+        ExpiresIn=300,
+    )
+    assert "continuation-token=&" in url or url.endswith("continuation-token=")
+    raw = httpx.get(url)
+    assert raw.status_code == 200, raw.text
+    assert "<ContinuationToken></ContinuationToken>" in raw.text
+    assert "<KeyCount>2</KeyCount>" in raw.text
+    root = ET.fromstring(raw.content)
+    ns = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+    keys = [unquote_plus(k.text or "") for k in root.iter(f"{ns}Key")]
+    assert keys == [f"main/{k}" for k in ODD[:2]]
+    token = root.findtext(f"{ns}NextContinuationToken")
+    assert token
+    # with start-after, an empty token resumes after it
+    after = s3.list_objects_v2(
+        Bucket=repo.name, Prefix="main/odd/", ContinuationToken="", StartAfter=f"main/{ODD[2]}"
+    )
+    assert [o["Key"] for o in after["Contents"]] == [f"main/{k}" for k in ODD[3:]]
