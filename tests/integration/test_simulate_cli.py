@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -349,6 +351,81 @@ def test_replicates_between_two_s3_regions(
             process.kill()
             process.communicate()
     assert process.returncode == 0, err
+
+
+def documented_two_endpoint_example(doc: str) -> tuple[dict[str, Any], list[str], str]:
+    """Return the two-S3-endpoint example of ``docs/<doc>``: its configuration file, the
+    command's arguments after ``lakemirror simulate-replication``, and the banner it shows."""
+    blocks = re.findall(r"```(\w+)\n(.*?)```", (ROOT / "docs" / doc).read_text(), re.DOTALL)
+    configs = [b for lang, b in blocks if lang == "yaml" and b.startswith("# replication.yaml")]
+    commands = [
+        b for lang, b in blocks if lang == "sh" and "simulate-replication --config replication" in b
+    ]
+    assert len(configs) == len(commands) == 1, f"{doc}: one example of each, not {blocks}"
+    lines = commands[0].replace("\\\n", " ").splitlines()
+    banner = [line.removeprefix("# ") for line in lines if line.startswith("# replicating ")]
+    words = shlex.split(lines[0])
+    assert words[:2] == ["lakemirror", "simulate-replication"], words
+    return yaml.safe_load(configs[0]), words[2:], banner[0]
+
+
+@pytest.mark.s3
+def test_the_documented_two_endpoint_example_replicates(
+    tmp_path: Path, moto_region: MotoServer, moto_second_region: MotoServer
+) -> None:
+    """docs/mirroring.md and docs/configuration.md show one example: run it as written, only
+    the endpoints (and bucket names, unique per run) being the test's moto servers'."""
+    from mirror.block.s3 import make_s3_client
+
+    config, args, banner = documented_two_endpoint_example("mirroring.md")
+    assert documented_two_endpoint_example("configuration.md") == (config, args, banner)
+    servers = {"a": moto_region, "b": moto_second_region}
+    entries = config["blockstore"]["s3"]["regions"]
+    assert set(entries) == set(servers)
+    for name, server in servers.items():
+        assert entries[name]["region"] == server.region
+        entries[name]["endpoint_url"] = server.url
+    (tmp_path / "replication.yaml").write_text(yaml.safe_dump(config))
+    clients = {name: make_s3_client(s3_settings(server)) for name, server in servers.items()}
+    buckets = {name: create_bucket(servers[name], clients[name]) for name in servers}
+    renamed = {f"s3://lakemirror-{name}/": f"s3://{bucket}/" for name, bucket in buckets.items()}
+    for documented, actual in renamed.items():
+        assert documented in banner
+        banner = banner.replace(documented, actual)
+        args = [arg.replace(documented, actual) for arg in args]
+    files = {f"tables/{i}.csv": f"row {i}\n".encode() for i in range(5)}
+    for key, body in files.items():
+        clients["a"].put_object(Bucket=buckets["a"], Key=f"origin/{key}", Body=body)
+    lakemirror = Path(sys.executable).with_name("lakemirror")  # the installed command
+    process = subprocess.Popen(
+        [str(lakemirror), "simulate-replication", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(tmp_path),
+        cwd=tmp_path,  # where replication.yaml is, as in the documented command
+    )
+
+    def arrived() -> dict[str, bytes]:
+        west = clients["b"]
+        listed = west.list_objects_v2(Bucket=buckets["b"], Prefix="origin-mirror/")
+        return {
+            item["Key"].removeprefix("origin-mirror/"): west.get_object(
+                Bucket=buckets["b"], Key=item["Key"]
+            )["Body"].read()
+            for item in listed.get("Contents", [])
+        }
+
+    try:
+        wait_for(lambda: arrived() == files, "the objects to reach region b", process)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=DEADLINE)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert out.splitlines()[0] == banner
 
 
 @pytest.mark.s3
