@@ -20,8 +20,9 @@ from mirror.api.streams import CHUNK, BlockReader
 from mirror.core.model import Entry
 from mirror.gateway import xml
 from mirror.gateway.errors import S3Code, S3Error
+from mirror.gateway.headers import stored_metadata
 from mirror.gateway.mapping import call, resolve_write_target, s3_errors
-from mirror.gateway.objects import _date, _etag_matches, stored_metadata
+from mirror.gateway.objects import _date, _etag_matches
 
 if TYPE_CHECKING:
     from starlette.responses import Response

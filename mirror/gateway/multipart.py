@@ -34,8 +34,8 @@ from mirror.errors import LakeMirrorError
 from mirror.gateway import xml
 from mirror.gateway.copy import parse_copy_source
 from mirror.gateway.errors import S3Code, S3Error
+from mirror.gateway.headers import stored_metadata
 from mirror.gateway.mapping import WriteTarget, call, resolve_write_target, s3_errors
-from mirror.gateway.objects import stored_metadata
 from mirror.gateway.streaming import BodyReader, ChainReader, multipart_etag
 from mirror.gateway.uploads import (
     MAX_PART_NUMBER,

@@ -6,9 +6,8 @@ clients send ``Expect: 100-continue``). Bodies stream both ways with bounded mem
 out one block-store range at a time, a write reaches the block store through a file-like bridge
 (:class:`BodyReader`) fed by the request body one chunk at a time from a worker thread.
 
-User metadata is stored as lakeFS's gateway stores it (``X-Amz-Meta-<lowercased key>``), so the
-REST API and lakeFS's clients see the same entries; only those keys come back as
-``x-amz-meta-*`` headers.
+What an object carries besides its bytes — user metadata, content type, the content headers
+kept beyond lakeFS — goes in and out as :mod:`mirror.gateway.headers` says.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import email.utils
 import io
 import itertools
 from collections.abc import AsyncIterator, Iterator, Mapping
-from email.header import Header, decode_header, make_header
 from typing import TYPE_CHECKING
 
 import anyio.from_thread
@@ -29,6 +27,7 @@ from mirror.block.errors import InvalidRangeError
 from mirror.core.errors import ObjectNotFoundError
 from mirror.gateway import xml
 from mirror.gateway.errors import S3Code, S3Error
+from mirror.gateway.headers import apply_overrides, object_headers, stored_metadata
 from mirror.gateway.mapping import call, check_path, mirror_write_error, resolve_write_target
 
 if TYPE_CHECKING:
@@ -37,93 +36,17 @@ if TYPE_CHECKING:
     from mirror.gateway.context import S3Request
 
 __all__ = [
-    "MAX_METADATA_BYTES",
     "MAX_OBJECT_BYTES",
-    "META_PREFIX",
     "BodyReader",
     "delete_object",
     "get_object",
     "get_object_tagging",
     "head_object",
-    "object_headers",
     "put_object",
-    "stored_metadata",
 ]
-
-META_PREFIX = "X-Amz-Meta-"
-"""How lakeFS's gateway stores user metadata keys in an entry."""
 
 MAX_OBJECT_BYTES = 5 << 30
 """S3's largest single PutObject (larger objects are multipart uploads)."""
-
-MAX_METADATA_BYTES = 2048
-"""S3's limit on user metadata (keys and values, in UTF-8 bytes)."""
-
-_HEADER_META = "x-amz-meta-"
-
-_RESPONSE_OVERRIDES = {
-    "response-cache-control": "cache-control",
-    "response-content-disposition": "content-disposition",
-    "response-content-encoding": "content-encoding",
-    "response-content-language": "content-language",
-    "response-content-type": "content-type",
-    "response-expires": "expires",
-}
-"""GetObject's query parameters that set a header of the answer (S3's, for signed requests)."""
-
-
-def stored_metadata(req: S3Request) -> dict[str, str]:
-    """Return the request's ``x-amz-meta-*`` headers as an entry's metadata.
-
-    Values encoded as RFC 2047 words (how clients send non-ASCII) are decoded.
-
-    Raises:
-        S3Error: MetadataTooLarge over 2 KiB.
-    """
-    meta: dict[str, str] = {}
-    size = 0
-    for name, value in req.headers.items():
-        lower = name.lower()
-        if not lower.startswith(_HEADER_META) or len(lower) == len(_HEADER_META):
-            continue
-        suffix = lower[len(_HEADER_META) :]
-        if "=?" in value:
-            try:
-                value = str(make_header(decode_header(value)))
-            except (ValueError, LookupError):
-                pass
-        size += len(suffix.encode()) + len(value.encode())
-        meta[META_PREFIX + suffix] = value
-    if size > MAX_METADATA_BYTES:
-        raise S3Error(
-            S3Code.METADATA_TOO_LARGE,
-            f"{S3Code.METADATA_TOO_LARGE.description}: {size} bytes, at most {MAX_METADATA_BYTES}",
-            bucket=req.bucket,
-        )
-    return meta
-
-
-def _header_value(value: str) -> str:
-    try:
-        value.encode("ascii")
-    except UnicodeEncodeError:
-        return Header(value, "utf-8").encode()
-    return value
-
-
-def object_headers(stat: ObjectStat) -> dict[str, str]:
-    """Return the headers describing an object: ETag (quoted), Last-Modified, type, metadata."""
-    entry = stat.entry
-    headers = {
-        "etag": f'"{entry.checksum}"',
-        "last-modified": xml.http_date(entry.mtime),
-        "content-type": entry.content_type,
-        "accept-ranges": "bytes",
-    }
-    for name, value in entry.metadata.items():
-        if name.lower().startswith(META_PREFIX.lower()) and len(name) > len(META_PREFIX):
-            headers[_HEADER_META + name[len(META_PREFIX) :].lower()] = _header_value(value)
-    return headers
 
 
 def _split(req: S3Request) -> tuple[str, str, str]:
@@ -178,12 +101,16 @@ def _check_conditions(req: S3Request, stat: ObjectStat, headers: Mapping[str, st
         raise _NotModified(headers)
 
 
+# what a 304 carries (RFC 9110 §15.4.5): the validators and the caching headers
+_NOT_MODIFIED_HEADERS = ("etag", "last-modified", "cache-control", "expires")
+
+
 class _NotModified(Exception):
     """A conditional read whose object did not change: 304, with the validators."""
 
     def __init__(self, headers: Mapping[str, str]) -> None:
         super().__init__("not modified")
-        self.headers = {k: v for k, v in headers.items() if k in ("etag", "last-modified")}
+        self.headers = {k: v for k, v in headers.items() if k in _NOT_MODIFIED_HEADERS}
 
 
 async def _stat(req: S3Request) -> tuple[str, str, ObjectStat]:
@@ -216,10 +143,7 @@ def _open(
 async def _read(req: S3Request, *, head: bool) -> Response:
     bucket, _, stat = await _stat(req)
     headers = object_headers(stat)
-    for param, header in _RESPONSE_OVERRIDES.items():
-        value = req.query.get(param)
-        if value is not None:
-            headers[header] = _header_value(value)
+    apply_overrides(req, headers, key=stat.path)
     try:
         _check_conditions(req, stat, headers)
     except _NotModified as nm:

@@ -5,7 +5,8 @@ repository, region ``b`` a mirror of it whose storage namespace a replication si
 from the source's, holding one data file back. The mirror's commit records are imported and its
 branch set through the mirror endpoints, as the replicant does. boto3 then reads the mirror in
 region ``b``: what has arrived reads byte for byte as at the source, writes are refused naming the
-mirror, and the file that has not arrived answers ``503 SlowDown`` until replication delivers it.
+mirror, the file that has not arrived answers ``503 SlowDown`` until replication delivers it, and
+the content headers an object was written with at the source are answered at the mirror.
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ FILES = {
     "empty": b"",
 }
 HELD = "tables/held.csv"
+WITH_HEADERS = "tables/a.csv"
+"""Written through the source region's gateway with content headers and user metadata."""
+CONTENT = {
+    "CacheControl": "max-age=600",
+    "ContentDisposition": 'attachment; filename="a.csv"',
+    "ContentEncoding": "identity",
+    "ContentLanguage": "en-GB",
+}
+EXPIRES = "Thu, 02 Jan 2031 03:04:05 GMT"
 
 
 @dataclass
@@ -48,18 +58,22 @@ class Mirrored:
     simulator: ReplicationSimulator
 
     def s3(self, region: str, *, attempts: int = 1) -> Any:
-        server = (self.world.a if region == "a" else self.world.b).server
-        return boto3.client(
-            "s3",
-            endpoint_url=server.url,
-            region_name=REGION,
-            aws_access_key_id=server.access_key_id,
-            aws_secret_access_key=server.secret_access_key,
-            config=Config(
-                s3={"addressing_style": "path"},
-                retries={"total_max_attempts": attempts, "mode": "standard"},
-            ),
-        )
+        return _s3(self.world, region, attempts)
+
+
+def _s3(world: TwoRegions, region: str, attempts: int = 1) -> Any:
+    server = (world.a if region == "a" else world.b).server
+    return boto3.client(
+        "s3",
+        endpoint_url=server.url,
+        region_name=REGION,
+        aws_access_key_id=server.access_key_id,
+        aws_secret_access_key=server.secret_access_key,
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"total_max_attempts": attempts, "mode": "standard"},
+        ),
+    )
 
 
 def _held(address: str) -> Any:
@@ -70,7 +84,18 @@ def _held(address: str) -> Any:
 def mirrored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mirrored]:
     with two_regions(tmp_path_factory.mktemp("regions")) as world:
         repo, source_ns = world.source_repo()
+        _s3(world, "a").put_object(
+            Bucket=repo.id,
+            Key=f"main/{WITH_HEADERS}",
+            Body=FILES[WITH_HEADERS],
+            ContentType="text/csv",
+            Metadata={"owner": "ops"},
+            Expires=EXPIRES,
+            **CONTENT,
+        )
         for path, data in FILES.items():
+            if path == WITH_HEADERS:
+                continue
             done = world.a.http.post(
                 f"/repositories/{repo.id}/branches/main/objects",
                 params={"path": path},
@@ -152,6 +177,42 @@ def test_reads_at_the_mirror_match_the_source(mirrored: Mirrored) -> None:
         assert here["ETag"] == there["ETag"]
         head = mirror.head_object(Bucket=mirrored.mirror, Key=f"{mirrored.commit}/{path}")
         assert head["ContentLength"] == len(FILES[path]) and head["ETag"] == there["ETag"]
+
+
+def test_content_headers_travel_with_the_object_into_the_mirror(mirrored: Mirrored) -> None:
+    mirror = mirrored.s3("b")
+    for ref in ("main", mirrored.commit):
+        for answer in (
+            mirror.head_object(Bucket=mirrored.mirror, Key=f"{ref}/{WITH_HEADERS}"),
+            mirror.get_object(Bucket=mirrored.mirror, Key=f"{ref}/{WITH_HEADERS}"),
+        ):
+            assert {k: answer.get(k) for k in CONTENT} == CONTENT
+            assert answer["ExpiresString"] == EXPIRES
+            assert answer["ContentType"] == "text/csv"
+            assert answer["Metadata"] == {"owner": "ops"}
+    # the mirror's committed entry holds them, as the source's does
+    stats = [
+        region.http.get(
+            f"/repositories/{name}/refs/{mirrored.commit}/objects/stat",
+            params={"path": WITH_HEADERS},
+        ).json()
+        for region, name in (
+            (mirrored.world.a, mirrored.source),
+            (mirrored.world.b, mirrored.mirror),
+        )
+    ]
+    assert (
+        stats[0]["metadata"]
+        == stats[1]["metadata"]
+        == {
+            "X-Amz-Meta-owner": "ops",
+            "Cache-Control": "max-age=600",
+            "Content-Disposition": 'attachment; filename="a.csv"',
+            "Content-Encoding": "identity",
+            "Content-Language": "en-GB",
+            "Expires": EXPIRES,
+        }
+    )
 
 
 def _error(call: Any) -> dict[str, Any]:
