@@ -99,7 +99,7 @@ class S3Code(Enum):
     NO_SUCH_UPLOAD = _Code(
         "NoSuchUpload",
         404,
-        "The specified multipart upload does not exist. The upload ID may be invalid, or the "
+        "The specified upload does not exist. The upload ID may be invalid, or the "
         "upload may have been aborted or completed.",
     )
     NO_SUCH_VERSION = _Code(

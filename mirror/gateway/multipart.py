@@ -39,11 +39,13 @@ from mirror.gateway.mapping import WriteTarget, call, resolve_write_target, s3_e
 from mirror.gateway.streaming import BodyReader, ChainReader, multipart_etag
 from mirror.gateway.uploads import (
     MAX_PART_NUMBER,
+    Completed,
     Part,
     Upload,
     UploadStore,
     new_upload_id,
     part_address,
+    parts_digest,
 )
 
 if TYPE_CHECKING:
@@ -99,17 +101,35 @@ async def _write_target(req: S3Request) -> WriteTarget:
     return await req.run_sync(check)
 
 
-async def _upload(req: S3Request, repo: Repository, upload_id: str | None, path: str) -> Upload:
-    """Return the upload the request names, if it is an upload of ``repo`` and the request's key.
+async def _find_upload(
+    req: S3Request, repo: Repository, upload_id: str | None, path: str
+) -> Upload | None:
+    """Return the upload the request names if it is an upload of ``repo`` and the request's key.
 
-    An upload of another instance of the repository (deleted since) is NoSuchUpload.
+    An upload of another instance of the repository (deleted since) is none.
     """
     ref = req.ref_and_path()[0]
     upload = None
     if upload_id:
         upload = await req.run_sync(_store(req).get, repo, upload_id)
     if upload is None or upload.branch != ref or upload.path != path:
-        raise _invalid(req, S3Code.NO_SUCH_UPLOAD, f"upload ID {upload_id!r}", path)
+        return None
+    return upload
+
+
+def _no_such_upload(req: S3Request, upload_id: str | None, path: str) -> S3Error:
+    return _invalid(req, S3Code.NO_SUCH_UPLOAD, f"upload ID {upload_id!r}", path)
+
+
+async def _upload(req: S3Request, repo: Repository, upload_id: str | None, path: str) -> Upload:
+    """Return the upload the request names, as :func:`_find_upload`.
+
+    Raises:
+        S3Error: NoSuchUpload when there is none.
+    """
+    upload = await _find_upload(req, repo, upload_id, path)
+    if upload is None:
+        raise _no_such_upload(req, upload_id, path)
     return upload
 
 
@@ -325,21 +345,62 @@ def _join_parts(store: BlockStore, address: str, parts: list[Part]) -> int:
     return size
 
 
+async def _completed(
+    req: S3Request, repo: Repository, upload_id: str | None, path: str
+) -> Completed:
+    """Return the record of the completed upload the request names, for its key.
+
+    Raises:
+        S3Error: NoSuchUpload when there is none (never started, aborted, or forgotten).
+    """
+    ref = req.ref_and_path()[0]
+    done = None
+    if upload_id:
+        done = await call(req, _store(req).completed, repo, upload_id, key=path)
+    if done is None or done.branch != ref or done.path != path:
+        raise _no_such_upload(req, upload_id, path)
+    return done
+
+
+def _completion(req: S3Request, location: str, etag: str) -> Response:
+    ref, path = req.ref_and_path()
+    root = xml.document("CompleteMultipartUploadResult")
+    xml.add(root, "Location", location)
+    xml.add(root, "Bucket", req.bucket)
+    xml.add(root, "Key", f"{ref}/{path}")
+    xml.add(root, "ETag", f'"{etag}"')
+    return xml.xml_response(root)
+
+
 async def complete_multipart_upload(req: S3Request) -> Response:
-    """Answer CompleteMultipartUpload (``POST <key>?uploadId=U``)."""
+    """Answer CompleteMultipartUpload (``POST <key>?uploadId=U``).
+
+    An upload completed already, repeated with the same parts (an SDK retrying a completion
+    whose answer was lost), is answered as it was then; with other parts it is NoSuchUpload, as
+    S3 answers both.
+    """
     bucket = _bucket(req)
     ref, path = req.ref_and_path()
     req.require(Action.WRITE_OBJECT, object_arn(bucket, path))
     target = await _write_target(req)
-    upload = await _upload(req, target.repository, req.query.get("uploadId"), path)
-    wanted = _requested_parts(req, await xml.read_xml(req, "CompleteMultipartUpload"), path)
-    uploads = _store(req)
-    uploaded = {p.number: p for p in await call(req, lambda: list(uploads.parts(upload)), key=path)}
-    chosen = _chosen_parts(req, wanted, uploaded, path)
-    catalog = req.state.catalog
     repo = target.repository
+    upload_id = req.query.get("uploadId")
+    upload = await _find_upload(req, repo, upload_id, path)
+    done = await _completed(req, repo, upload_id, path) if upload is None else None
+    wanted = _requested_parts(req, await xml.read_xml(req, "CompleteMultipartUpload"), path)
+    digest = parts_digest(wanted)
+    if upload is None:
+        if done is None or done.parts != digest:
+            raise _no_such_upload(req, upload_id, path)
+        return _completion(req, done.location, done.etag)
+    uploads = _store(req)
+    catalog = req.state.catalog
+    location = f"{req.http.base_url}{bucket}/{quote(f'{ref}/{path}')}"
 
     def assemble() -> Entry:
+        with s3_errors(bucket, path, catalog=catalog):
+            uploaded = {p.number: p for p in uploads.parts(upload)}
+        chosen = _chosen_parts(req, wanted, uploaded, path)
         store = catalog.block_store(repo)
         address = catalog.paths.new_path()
         with s3_errors(bucket, path, catalog=catalog, write=True):
@@ -363,16 +424,23 @@ async def complete_multipart_upload(req: S3Request) -> Response:
                 # the branch is unchanged: the assembled object is unreferenced, remove it
                 store.delete(address)
                 raise
+            # remembered before the upload ends, so that a repeated completion finds one
+            uploads.remember(upload, parts=digest, etag=entry.checksum, location=location)
             uploads.remove(upload, store)
         return entry
 
-    entry = await req.run_sync(assemble)
-    root = xml.document("CompleteMultipartUploadResult")
-    xml.add(root, "Location", f"{req.http.base_url}{bucket}/{quote(f'{ref}/{path}')}")
-    xml.add(root, "Bucket", bucket)
-    xml.add(root, "Key", f"{ref}/{path}")
-    xml.add(root, "ETag", f'"{entry.checksum}"')
-    return xml.xml_response(root)
+    try:
+        entry = await req.run_sync(assemble)
+    except S3Error as exc:
+        if exc.code is not S3Code.INVALID_PART:
+            raise
+        # the same completion, running alongside, ended the upload and removed its parts
+        # first (their records: the part is "not uploaded"; their bytes: its data is missing)
+        done = await call(req, uploads.completed, repo, upload.upload_id, key=path)
+        if done is None or done.parts != digest:
+            raise
+        return _completion(req, done.location, done.etag)
+    return _completion(req, location, entry.checksum)
 
 
 async def abort_multipart_upload(req: S3Request) -> Response:

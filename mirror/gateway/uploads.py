@@ -7,6 +7,15 @@ record of a repository)::
     gateway/multipart/<repo>:<uid>/id/<upload ID>                   the upload record
     gateway/multipart/<repo>:<uid>/key/<ref/path>\x00<upload ID>    index for ListMultipartUploads
     gateway/multipart/<repo>:<uid>/part/<upload ID>/<NNNNN>         one part record
+    gateway/multipart/<repo>:<uid>/done/<upload ID>                 a completed upload
+    gateway/multipart/<repo>:<uid>/expiry/<µs, hex>/<upload ID>     when it is forgotten
+
+A completed upload is remembered for :data:`COMPLETED_KEPT_SECONDS` (its key, a digest of the
+parts it was completed with, its ETag and location), so that a CompleteMultipartUpload repeated
+with the same parts — an SDK retrying a completion whose answer was lost — is answered as the
+first one was, as S3 answers it. The KV has no expiry of its own: a record past its time reads as
+absent, and each completion removes the records of its repository instance whose time has passed
+(the ``expiry/`` index lists them oldest first, so that costs one read beyond them).
 
 A repository deleted and created again under its name therefore neither lists nor completes the
 uploads of the one before (their IDs answer NoSuchUpload), and deleting a repository removes
@@ -31,10 +40,11 @@ namespace, as lakeFS does.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
 from mirror.block.protocol import BlockStore
@@ -44,19 +54,25 @@ from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
 from mirror.kv.protocol import KV
 
 __all__ = [
+    "COMPLETED_KEPT_SECONDS",
     "MAX_PART_NUMBER",
     "PARTS_PREFIX",
+    "Completed",
     "Part",
     "Upload",
     "UploadStore",
     "new_upload_id",
     "part_address",
+    "parts_digest",
 ]
 
 PARTS_PREFIX = "_lakefs/multipart/"
 """Where parts live in a storage namespace (outside ``data/``, which garbage collection sweeps)."""
 MAX_PART_NUMBER = 10_000
 """S3's highest part number."""
+
+COMPLETED_KEPT_SECONDS = 24 * 3600
+"""How long a completed upload is remembered for a repeated CompleteMultipartUpload."""
 
 _ROOT = b"gateway/multipart/"
 
@@ -145,6 +161,48 @@ class Part:
         return cls(**json.loads(data))
 
 
+def parts_digest(parts: Iterable[tuple[int, str]]) -> str:
+    """Return the digest of a CompleteMultipartUpload's part list: ``(number, ETag)`` in order."""
+    listed = "".join(f"{number}:{etag}\n" for number, etag in parts)
+    return hashlib.sha256(listed.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A completed upload, remembered to answer its completion again.
+
+    Attributes:
+        repository: The repository (bucket).
+        instance_uid: The ``instance_uid`` of the repository the upload was completed in.
+        upload_id: The upload ID.
+        branch: The branch the object was completed on.
+        path: The object path.
+        parts: The :func:`parts_digest` of the part list it was completed with.
+        etag: The object's ETag (unquoted).
+        location: The ``Location`` the completion answered.
+        expires: When it is forgotten, epoch seconds.
+    """
+
+    repository: str
+    instance_uid: str
+    upload_id: str
+    branch: str
+    path: str
+    parts: str
+    etag: str
+    location: str
+    expires: float
+
+    def encode(self) -> bytes:
+        """Return the KV encoding of the record."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Completed:
+        """Decode a record written by :meth:`encode`."""
+        return cls(**json.loads(data))
+
+
 def _scope(repository: str, instance_uid: str) -> bytes:
     """Return the prefix of every record of one repository instance's uploads."""
     return _ROOT + f"{repository}:{instance_uid}/".encode()
@@ -173,15 +231,26 @@ def _upload_key(upload: Upload) -> bytes:
     return _id_key(_scope(upload.repository, upload.instance_uid), upload.upload_id)
 
 
+def _done_key(scope: bytes, upload_id: str) -> bytes:
+    return scope + b"done/" + upload_id.encode()
+
+
+def _expiry_key(scope: bytes, expires: float, upload_id: str) -> bytes:
+    # fixed-width hexadecimal, so that the index sorts by time
+    return scope + f"expiry/{int(expires * 1_000_000):016x}/{upload_id}".encode()
+
+
 class UploadStore:
     """Multipart uploads of every repository instance, in the shared KV.
 
     Args:
         kv: The KV the catalog uses.
+        clock: The time, epoch seconds (completed uploads expire by it).
     """
 
-    def __init__(self, kv: KV) -> None:
+    def __init__(self, kv: KV, *, clock: Callable[[], float] = time.time) -> None:
         self._kv = kv
+        self._clock = clock
 
     def create(self, upload: Upload) -> None:
         """Record a new upload (its index entry first, so listing never misses a live upload)."""
@@ -272,8 +341,69 @@ class UploadStore:
                 store.delete(info.key)
         return True
 
+    def remember(self, upload: Upload, *, parts: str, etag: str, location: str) -> Completed:
+        """Record that ``upload`` completed, until :data:`COMPLETED_KEPT_SECONDS` from now.
+
+        Called before :meth:`remove` ends the upload, so that a repeated completion finds one
+        or the other. Records of the repository instance whose time has passed are removed.
+
+        Args:
+            upload: The upload, still in progress.
+            parts: The :func:`parts_digest` of the part list it is completed with.
+            etag: The completed object's ETag (unquoted).
+            location: The ``Location`` the completion answers.
+        """
+        now = self._clock()
+        scope = _scope(upload.repository, upload.instance_uid)
+        done = Completed(
+            repository=upload.repository,
+            instance_uid=upload.instance_uid,
+            upload_id=upload.upload_id,
+            branch=upload.branch,
+            path=upload.path,
+            parts=parts,
+            etag=etag,
+            location=location,
+            expires=now + COMPLETED_KEPT_SECONDS,
+        )
+        # the index entry first: a record is never left without the entry that expires it
+        self._kv.set(_expiry_key(scope, done.expires, done.upload_id), b"")
+        self._kv.set(_done_key(scope, done.upload_id), done.encode())
+        self._forget_expired(scope, now)
+        return done
+
+    def completed(self, repo: Repository, upload_id: str) -> Completed | None:
+        """Return the completed upload ``upload_id`` of ``repo``, or ``None``.
+
+        An upload completed more than :data:`COMPLETED_KEPT_SECONDS` ago, never completed, or
+        completed in another instance of the repository is none.
+        """
+        if not _is_upload_id(upload_id):
+            return None
+        try:
+            raw = self._kv.get(_done_key(_scope(repo.id, repo.instance_uid), upload_id))
+        except KeyNotFoundError:
+            return None
+        done = Completed.decode(raw)
+        return done if done.expires > self._clock() else None
+
+    def _forget_expired(self, scope: bytes, now: float) -> None:
+        index = scope + b"expiry/"
+        for key, _ in self._kv.scan(index):
+            stamp, _, upload_id = key[len(index) :].decode().partition("/")
+            if int(stamp, 16) / 1_000_000 > now:
+                break
+            done_key = _done_key(scope, upload_id)
+            with contextlib.suppress(KeyNotFoundError):
+                # completed twice (a race of two completions): the later time decides
+                if Completed.decode(self._kv.get(done_key)).expires <= now:
+                    self._kv.delete(done_key)
+            self._kv.delete(key)
+
     def delete_repository(self, repo: Repository) -> None:
         """Delete every upload record of the deleted repository instance ``repo`` (idempotent).
+
+        Records of completed uploads go too.
 
         The records an earlier version kept under the repository's name go too: whichever
         instance they belonged to, nothing reads them any more. The parts' bytes stay in the

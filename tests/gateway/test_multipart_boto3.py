@@ -3,9 +3,10 @@
 A 40 MiB object goes up with ``upload_file`` in 8 MiB parts and comes back byte for byte with
 S3's ``-N`` ETag on HEAD, GET and listings; explicit create / upload_part / upload_part_copy /
 complete, list_parts, list_multipart_uploads and abort; every refusal S3 defines for
-CompleteMultipartUpload, each leaving the branch unchanged; and uploads belonging to their
+CompleteMultipartUpload, each leaving the branch unchanged; a completion whose answer was lost,
+retried by botocore, answered again (other parts: NoSuchUpload); and uploads belonging to their
 repository instance: a repository deleted and created again under its name has none of them, and
-deleting it leaves no record of them in the server's KV.
+deleting it leaves no record of them (completed ones included) in the server's KV.
 """
 
 from __future__ import annotations
@@ -322,3 +323,98 @@ def test_deleting_a_repository_removes_its_upload_records(s3: Any, live: Live) -
     parts = [p for p in live.server.data_dir.rglob(f"{upload_id}/*") if p.is_file()]
     assert len(parts) == 2
     assert all(PARTS_PREFIX.rstrip("/") in p.as_posix() for p in parts)
+
+
+def test_a_completion_whose_answer_was_lost_is_answered_again(
+    s3: Any, repo: str, live: Live
+) -> None:
+    key = "main/retried.bin"
+    data = [os.urandom(5 * MiB), b"end"]
+    upload_id = s3.create_multipart_upload(Bucket=repo, Key=key)["UploadId"]
+    parts = [
+        {
+            "PartNumber": n,
+            "ETag": s3.upload_part(
+                Bucket=repo, Key=key, UploadId=upload_id, PartNumber=n, Body=body
+            )["ETag"],
+        }
+        for n, body in enumerate(data, start=1)
+    ]
+    # the first answer is dropped as if the connection had failed: botocore retries
+    client = live.s3(retries=3)
+    answers: list[int] = []
+
+    def lose_the_first_answer(response: tuple[Any, Any] | None, **_: Any) -> int | None:
+        assert response is not None
+        answers.append(response[0].status_code)
+        return 0 if len(answers) == 1 else None  # 0: retry at once
+
+    client.meta.events.register_first(
+        "needs-retry.s3.CompleteMultipartUpload", lose_the_first_answer
+    )
+    done = client.complete_multipart_upload(
+        Bucket=repo, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+    )
+    assert answers == [200, 200]
+    assert done["ETag"] == s3_etag(data)
+    assert done["Key"] == key and done["Bucket"] == repo
+    address = live.http.get(
+        f"/repositories/{repo}/refs/main/objects/stat", params={"path": "retried.bin"}
+    ).json()["physical_address"]
+    # asked again by hand: the same answer, and nothing assembled again
+    again = s3.complete_multipart_upload(
+        Bucket=repo, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+    )
+    assert (again["ETag"], again["Location"]) == (done["ETag"], done["Location"])
+    assert (
+        live.http.get(
+            f"/repositories/{repo}/refs/main/objects/stat", params={"path": "retried.bin"}
+        ).json()["physical_address"]
+        == address
+    )
+    # with other parts it is an upload that no longer exists
+    for listed in (parts[:1], [parts[0], {**parts[1], "ETag": parts[0]["ETag"]}]):
+        with pytest.raises(ClientError) as info:
+            s3.complete_multipart_upload(
+                Bucket=repo, Key=key, UploadId=upload_id, MultipartUpload={"Parts": listed}
+            )
+        assert code_of(info) == "NoSuchUpload"
+        assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+        assert info.value.response["Error"]["Message"].startswith(
+            "The specified upload does not exist. The upload ID may be invalid, or the upload "
+            "may have been aborted or completed."
+        )
+    assert s3.get_object(Bucket=repo, Key=key)["Body"].read() == b"".join(data)
+
+
+def test_deleting_a_repository_removes_its_completed_uploads(s3: Any, live: Live) -> None:
+    repo = live.create_repository("done")
+    key = "main/small.bin"
+    upload_id = s3.create_multipart_upload(Bucket=repo, Key=key)["UploadId"]
+    etag = s3.upload_part(Bucket=repo, Key=key, UploadId=upload_id, PartNumber=1, Body=b"x")
+    s3.complete_multipart_upload(
+        Bucket=repo,
+        Key=key,
+        UploadId=upload_id,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag["ETag"]}]},
+    )
+    uid, records = upload_keys(live, repo)
+    scope = f"gateway/multipart/{repo}:{uid}/".encode()
+    assert sorted(k[len(scope) :].split(b"/")[0] for k in records) == [b"done", b"expiry"]
+
+    delete_repository(live, repo)
+
+    kv = SqliteKV(live.server.data_dir / "kv.sqlite")
+    try:
+        assert instance_upload_keys(kv, repo, uid) == []
+    finally:
+        kv.close()
+    create_again(live, repo)
+    with pytest.raises(ClientError) as info:
+        s3.complete_multipart_upload(
+            Bucket=repo,
+            Key=key,
+            UploadId=upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag["ETag"]}]},
+        )
+    assert code_of(info) == "NoSuchUpload"

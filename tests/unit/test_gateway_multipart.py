@@ -689,3 +689,49 @@ def test_an_upload_created_as_its_repository_is_deleted_leaves_no_record(
     req = gw.request("POST", "main/big.bin", query={"uploads": ""})
     assert refused(gw, multipart.create_multipart_upload, req).code is S3Code.NO_SUCH_BUCKET
     assert [k for k, _ in catalog.kv.scan(b"gateway/multipart/")] == []
+
+
+def _complete_request(gw: Gateway, upload_id: str, parts: Iterable[tuple[int, str]]) -> S3Request:
+    doc = "".join(f"<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>" for n, e in parts)
+    body = f"<CompleteMultipartUpload>{doc}</CompleteMultipartUpload>".encode()
+    return gw.request("POST", "main/big.bin", query={"uploadId": upload_id}, body=body)
+
+
+def test_a_completion_repeated_with_its_parts_answers_as_the_first(gw: Gateway) -> None:
+    upload_id = gw.create()
+    parts = [(1, gw.part(upload_id, 1, b"a" * (5 * MiB))), (2, gw.part(upload_id, 2, b"b"))]
+    first = gw.complete(upload_id, parts)
+    staged = gw.catalog.stat_object("repo", "main", "big.bin").entry
+    again = gw.complete(upload_id, [(n, e.strip('"')) for n, e in parts])  # quotes or not
+    assert ET.tostring(again) == ET.tostring(first)
+    # nothing was assembled or staged again
+    assert gw.catalog.stat_object("repo", "main", "big.bin").entry == staged
+    for req in (
+        _complete_request(gw, upload_id, parts[:1]),
+        _complete_request(gw, upload_id, [(1, parts[0][1]), (2, parts[0][1])]),
+        gw.request("POST", "main/other.bin", query={"uploadId": upload_id}, body=b"<x/>"),
+        # an unknown upload is refused before its document is read
+        gw.request("POST", "main/big.bin", query={"uploadId": "0" * 46}, body=b"not xml"),
+    ):
+        err = refused(gw, multipart.complete_multipart_upload, req)
+        assert err.code is S3Code.NO_SUCH_UPLOAD
+        assert err.message.startswith("The specified upload does not exist.")
+
+
+def test_two_completions_of_one_upload_at_once_answer_alike(gw: Gateway) -> None:
+    upload_id = gw.create()
+    parts = [(1, gw.part(upload_id, 1, b"a" * (6 * MiB))), (2, gw.part(upload_id, 2, b"b"))]
+
+    async def both() -> list[Response]:
+        return list(
+            await asyncio.gather(
+                multipart.complete_multipart_upload(_complete_request(gw, upload_id, parts)),
+                multipart.complete_multipart_upload(_complete_request(gw, upload_id, parts)),
+            )
+        )
+
+    answers = asyncio.run(both())
+    assert [a.status_code for a in answers] == [200, 200]
+    assert len({xml_of(a).findtext(NS + "ETag") for a in answers}) == 1
+    assert gw.catalog.read_object("repo", "main", "big.bin", 0, None) == b"a" * (6 * MiB) + b"b"
+    assert gw.part_files() == []

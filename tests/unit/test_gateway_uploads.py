@@ -3,7 +3,8 @@
 An :class:`UploadStore` over a :class:`MemoryKV`: the exact key layout, that another instance of
 a repository (deleted and created again under the name) sees none of the uploads, that records
 an earlier version kept under the bare repository name are never read (and go when the
-repository is deleted), and that deleting an instance's uploads leaves every other repository's.
+repository is deleted), that deleting an instance's uploads leaves every other repository's, and
+that completed uploads are remembered until they expire (with a settable clock), then removed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ import pytest
 from mirror.block.memory import MemoryBlockStore
 from mirror.core.ids import BranchID, RepositoryID
 from mirror.core.model import Repository
-from mirror.gateway.uploads import Part, Upload, UploadStore, new_upload_id, part_address
+from mirror.gateway.uploads import (
+    COMPLETED_KEPT_SECONDS,
+    Completed,
+    Part,
+    Upload,
+    UploadStore,
+    new_upload_id,
+    part_address,
+    parts_digest,
+)
 from mirror.kv.memory import MemoryKV
 
 
@@ -132,3 +142,91 @@ def test_remove_ends_the_upload_of_its_instance(kv: MemoryKV, store: UploadStore
     assert store.remove(up, blocks)
     assert not store.remove(up, blocks)
     assert keys(kv) == []
+
+
+class Clock:
+    """A settable time, epoch seconds."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_completed_upload_is_remembered_until_it_expires(kv: MemoryKV) -> None:
+    clock = Clock()
+    store = UploadStore(kv, clock=clock)
+    repo = repository()
+    up = upload(repo)
+    store.create(up)
+    digest = parts_digest([(1, "a" * 32), (2, "b" * 32)])
+    assert digest != parts_digest([(1, "a" * 32)]) != parts_digest([(1, "b" * 32)])
+    done = store.remember(up, parts=digest, etag="e-2", location="http://x/repo/main/big.bin")
+    store.remove(up, MemoryBlockStore())
+    assert store.get(repo, up.upload_id) is None
+    assert store.completed(repo, up.upload_id) == done
+    assert done.expires == clock.now + COMPLETED_KEPT_SECONDS
+    assert Completed.decode(done.encode()) == done
+    scope = b"gateway/multipart/repo:uid-1/"
+    uid = up.upload_id.encode()
+    stamp = f"{int(done.expires * 1_000_000):016x}".encode()
+    assert keys(kv) == [scope + b"done/" + uid, scope + b"expiry/" + stamp + b"/" + uid]
+    # another instance of the name, and an ID that is none, know nothing of it
+    assert store.completed(repository(uid="uid-2"), up.upload_id) is None
+    assert store.completed(repo, "not-an-upload-id") is None
+
+    clock.now = done.expires - 1
+    assert store.completed(repo, up.upload_id) == done
+    clock.now = done.expires
+    assert store.completed(repo, up.upload_id) is None
+    # the next completion of the instance removes the expired records
+    later = upload(repo, "later.bin")
+    store.create(later)
+    kept = store.remember(later, parts=digest, etag="e-1", location="l")
+    assert [k for k in keys(kv) if uid in k] == []
+    assert store.completed(repo, later.upload_id) == kept
+
+
+def test_expired_records_are_removed_oldest_first_and_only_those(kv: MemoryKV) -> None:
+    clock = Clock()
+    store = UploadStore(kv, clock=clock)
+    repo, other = repository(), repository("other")
+    ups = [upload(repo, f"f{i}") for i in range(3)]
+    for i, up in enumerate(ups):
+        clock.now = 1_000_000.0 + i * 10
+        store.remember(up, parts="d", etag="e", location="l")
+    theirs = upload(other)
+    store.remember(theirs, parts="d", etag="e", location="l")
+    # the first two have expired: the next completion removes them, not the third's nor
+    # another repository's
+    clock.now = 1_000_000.0 + COMPLETED_KEPT_SECONDS + 15
+    store.remember(upload(repo, "new"), parts="d", etag="e", location="l")
+    assert store.completed(repo, ups[0].upload_id) is None
+    assert not [k for k in keys(kv) if ups[0].upload_id.encode() in k]
+    assert not [k for k in keys(kv) if ups[1].upload_id.encode() in k]
+    assert store.completed(repo, ups[2].upload_id) is not None
+    assert len([k for k in keys(kv) if theirs.upload_id.encode() in k]) == 2
+
+
+def test_completed_twice_the_later_time_decides(kv: MemoryKV) -> None:
+    clock = Clock()
+    store = UploadStore(kv, clock=clock)
+    repo = repository()
+    up = upload(repo)
+    store.remember(up, parts="d", etag="e", location="l")
+    clock.now += 100
+    second = store.remember(up, parts="d", etag="e", location="l")
+    clock.now += COMPLETED_KEPT_SECONDS - 50  # past the first time, not the second
+    store.remember(upload(repo, "x"), parts="d", etag="e", location="l")
+    assert store.completed(repo, up.upload_id) == second
+
+
+def test_delete_repository_removes_completed_uploads(kv: MemoryKV) -> None:
+    store = UploadStore(kv)
+    gone, kept = repository(), repository(uid="uid-2")
+    for repo in (gone, kept):
+        store.remember(upload(repo), parts="d", etag="e", location="l")
+    store.delete_repository(gone)
+    assert [k for k in keys(kv) if k.startswith(b"gateway/multipart/repo:uid-1/")] == []
+    assert len([k for k in keys(kv) if k.startswith(b"gateway/multipart/repo:uid-2/")]) == 2
