@@ -123,8 +123,6 @@ class BranchStatus:
     lag_commits: int | None = 0
     """The source commits the mirror branch does not show; ``None`` when only a lower bound is
     known (``lag_commits_at_least``)."""
-    lag_commits_at_least: int | None = None
-    """A lower bound of ``lag_commits`` while that is unknown, else ``None``."""
     missing_objects: int = 0
     missing_sample: list[str] = field(default_factory=list)
     last_error: str | None = None
@@ -132,6 +130,8 @@ class BranchStatus:
     behind_since: int | None = None
     """Creation date of the oldest source commit the mirror branch does not show yet."""
     updated: float = 0.0
+    lag_commits_at_least: int | None = None
+    """A lower bound of ``lag_commits`` while that is unknown, else ``None``."""
 
     @property
     def lag(self) -> Lag:
