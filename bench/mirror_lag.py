@@ -41,7 +41,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 async def _catch_up(behind: int) -> dict[str, float]:
     from mirror.api.app import create_app
-    from mirror.api.auth.store import AuthStore
+    from mirror.auth.store import AuthStore
     from mirror.block import BlockResolver
     from mirror.core.catalog import Catalog
     from mirror.kv import MemoryKV

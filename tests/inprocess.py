@@ -9,7 +9,7 @@ import httpx
 from fastapi import FastAPI
 
 from mirror.api.app import create_app
-from mirror.api.auth.store import AuthStore
+from mirror.auth.store import AuthStore
 from mirror.block import BlockResolver
 from mirror.core.catalog import Catalog
 from mirror.kv import MemoryKV

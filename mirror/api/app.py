@@ -14,8 +14,6 @@ from fastapi import FastAPI
 from mirror import __version__
 from mirror.api import health
 from mirror.api import metrics as http_metrics
-from mirror.api.auth.store import AuthStore
-from mirror.api.auth.tokens import LoginTokens
 from mirror.api.deps import ApiState
 from mirror.api.errors import install_error_handlers
 from mirror.api.repository_cleanups import (
@@ -48,6 +46,8 @@ from mirror.api.routers import actions as actions_routes
 from mirror.api.routers import async_ops as async_ops_routes
 from mirror.api.routers import dump as dump_routes
 from mirror.api.routers import login as login_routes
+from mirror.auth.store import AuthStore
+from mirror.auth.tokens import LoginTokens
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
 from mirror.logging import RequestLogMiddleware

@@ -9,7 +9,6 @@ import pydantic_core
 from fastapi import Response
 from pydantic import BaseModel
 
-from mirror.api.auth.model import Group, Policy, User
 from mirror.api.models import (
     Commit,
     Diff,
@@ -20,6 +19,7 @@ from mirror.api.models import (
     StatementModel,
     UserModel,
 )
+from mirror.auth.model import Group, Policy, User
 from mirror.core.listing import ListedObject
 from mirror.core.model import Commit as CoreCommit
 from mirror.core.model import DiffEntry, DiffType, ObjectStat

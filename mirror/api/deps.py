@@ -11,13 +11,11 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from starlette.concurrency import run_in_threadpool
 
-from mirror.api.auth.errors import AuthenticationError, PermissionDeniedError
-from mirror.api.auth.model import Policy, User
-from mirror.api.auth.permissions import Permission
-from mirror.api.auth.policy import is_allowed
-from mirror.api.auth.store import AuthStore
-from mirror.api.auth.tokens import carries_token, login_user
 from mirror.api.hidden import HiddenBranches
+from mirror.auth.caller import Caller
+from mirror.auth.errors import AuthenticationError
+from mirror.auth.store import AuthStore
+from mirror.auth.tokens import carries_token, login_user
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
 from mirror.errors import LakeMirrorError
@@ -118,54 +116,12 @@ async def get_state(request: Request) -> ApiState:
 StateDep = Annotated[ApiState, Depends(get_state)]
 
 
-class Caller:
-    """The authenticated user of a request, and its authorization checks.
-
-    Args:
-        auth: The auth store the user signed in with.
-        user: The user.
-        policies: The user's effective policies, when signing in read them already.
-    """
-
-    def __init__(
-        self, auth: AuthStore, user: User, policies: tuple[Policy, ...] | None = None
-    ) -> None:
-        self.auth = auth
-        self.user = user
-        self._policies = policies
-
-    @property
-    def id(self) -> str:
-        """Return the user's ID."""
-        return self.user.id
-
-    @property
-    def policies_known(self) -> bool:
-        """Return whether :meth:`require` is a computation only (no KV read)."""
-        return self._policies is not None
-
-    def require(self, *permissions: Permission) -> None:
-        """Return if the user's policies allow every permission.
-
-        Raises:
-            PermissionDeniedError: some permission is not granted; the message names it.
-        """
-        if self._policies is None:
-            self._policies = self.auth.effective_policies(self.user.id)
-        for p in permissions:
-            if not is_allowed(self._policies, [p], self.user.id):
-                raise PermissionDeniedError(
-                    f"insufficient permissions: user {self.user.id!r} may not {p.action} "
-                    f"on {p.resource}"
-                )
-
-
 def login_token_caller(state: ApiState, request: Request, *, basic: bool) -> Caller | None:
     """Return the caller a login token signs in (Bearer, or the session cookie), if any.
 
     lakeFS's order: a Bearer token, then HTTP Basic (``basic``: the request has it), then the
     ``internal_auth_session`` cookie; ``None`` lets Basic decide. See
-    :mod:`mirror.api.auth.tokens`.
+    :mod:`mirror.auth.tokens`.
 
     Raises:
         AuthenticationError: a token that does not verify (no fallback to other schemes).

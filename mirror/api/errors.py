@@ -32,8 +32,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mirror.api.auth.errors import GroupExistsError, PolicyExistsError, UserExistsError
 from mirror.api.deps import ApiState
+from mirror.auth.errors import GroupExistsError, PolicyExistsError, UserExistsError
 from mirror.block.errors import BlockNotFoundError, InvalidRangeError
 from mirror.core.catalog import Catalog
 from mirror.core.committed import METADATA_PREFIX

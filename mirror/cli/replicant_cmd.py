@@ -85,8 +85,8 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     mirrors over on its next lease round) while the configuration API drains its requests, all
     within ``replicant.shutdown_timeout``; then the process exits with 0.
     """
-    from mirror.api.auth.secrets import optional_cipher
-    from mirror.api.auth.store import AuthStore
+    from mirror.auth.secrets import optional_cipher
+    from mirror.auth.store import AuthStore
     from mirror.cli.server import block_resolver, block_settings, open_kv
     from mirror.cli.serving import serve
     from mirror.logging import configure_logging, get_logger

@@ -10,11 +10,11 @@ from pydantic import SecretStr
 
 from mirror.actions import ActionsService
 from mirror.api.app import create_app
-from mirror.api.auth.errors import SetupDoneError
-from mirror.api.auth.secrets import cipher_from_config
-from mirror.api.auth.store import AuthStore
-from mirror.api.auth.tokens import LoginTokens
 from mirror.api.errors import answer_for
+from mirror.auth.errors import SetupDoneError
+from mirror.auth.secrets import cipher_from_config
+from mirror.auth.store import AuthStore
+from mirror.auth.tokens import LoginTokens
 from mirror.block.resolver import BlockResolver
 from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers
 from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig, S3Settings

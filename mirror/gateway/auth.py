@@ -26,15 +26,15 @@ from urllib.parse import quote
 
 import anyio.to_thread
 
-from mirror.api.auth.errors import (
+from mirror.auth.caller import Caller
+from mirror.auth.errors import (
     AuthenticationError,
     CredentialsNotFoundError,
     SecretKeyMismatchError,
     SecretNotStoredError,
 )
-from mirror.api.auth.model import User
-from mirror.api.auth.tokens import LOGIN_COOKIE, session_user
-from mirror.api.deps import Caller
+from mirror.auth.model import User
+from mirror.auth.tokens import LOGIN_COOKIE, session_user
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.sig.canonical import WireRequest
 from mirror.gateway.sig.chunked import ChunkedFormat, decode_aws_chunked
@@ -46,9 +46,9 @@ from mirror.logging import note_user
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from mirror.api.auth.credentials import SigningKey
-    from mirror.api.auth.store import AuthStore
-    from mirror.api.auth.tokens import LoginTokens
+    from mirror.auth.credentials import SigningKey
+    from mirror.auth.store import AuthStore
+    from mirror.auth.tokens import LoginTokens
     from mirror.config import GatewaySettings
 
 __all__ = ["SESSION_METHODS", "Authenticated", "authenticate", "wire_request"]

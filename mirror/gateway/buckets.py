@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from starlette.responses import Response
 
-from mirror.api.auth.errors import PermissionDeniedError
-from mirror.api.auth.permissions import Action, Permission, repository_arn
+from mirror.auth.errors import PermissionDeniedError
+from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.gateway import xml
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.mapping import call

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mirror.api.auth.permissions import Action, object_arn
+from mirror.auth.permissions import Action, object_arn
 from mirror.core.errors import ObjectNotFoundError
 from mirror.core.validate import validate_branch_id
 from mirror.errors import InvalidValueError, LakeMirrorError

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio.to_thread
 
-from mirror.api.auth.errors import PermissionDeniedError
-from mirror.api.auth.permissions import Permission
+from mirror.auth.errors import PermissionDeniedError
+from mirror.auth.permissions import Permission
 from mirror.gateway.errors import S3Code, S3Error
 
 if TYPE_CHECKING:
@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from mirror.api.auth.store import AuthStore
-    from mirror.api.auth.tokens import LoginTokens
-    from mirror.api.deps import Caller
+    from mirror.auth.caller import Caller
+    from mirror.auth.store import AuthStore
+    from mirror.auth.tokens import LoginTokens
     from mirror.config import GatewaySettings
     from mirror.core.catalog import Catalog
 

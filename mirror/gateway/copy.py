@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
 
-from mirror.api.auth.permissions import Action, object_arn
 from mirror.api.streams import CHUNK, BlockReader
+from mirror.auth.permissions import Action, object_arn
 from mirror.core.model import Entry
 from mirror.gateway import xml
 from mirror.gateway.errors import S3Code, S3Error

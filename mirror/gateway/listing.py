@@ -20,7 +20,7 @@ from xml.sax.saxutils import escape
 
 from starlette.responses import Response
 
-from mirror.api.auth.permissions import Action, repository_arn
+from mirror.auth.permissions import Action, repository_arn
 from mirror.core.errors import (
     BranchNotFoundError,
     CommitNotFoundError,

@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from starlette.responses import Response
 
-from mirror.api.auth.permissions import Action, object_arn, repository_arn
+from mirror.auth.permissions import Action, object_arn, repository_arn
 from mirror.block.errors import BlockNotFoundError
 from mirror.core.errors import RepositoryNotFoundError
 from mirror.core.model import DEFAULT_CONTENT_TYPE, Entry

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import anyio.from_thread
 from starlette.responses import Response, StreamingResponse
 
-from mirror.api.auth.permissions import Action, object_arn
 from mirror.api.streams import CHUNK, iter_block, parse_range
+from mirror.auth.permissions import Action, object_arn
 from mirror.block.errors import InvalidRangeError
 from mirror.core.errors import ObjectNotFoundError
 from mirror.gateway import xml

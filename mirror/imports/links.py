@@ -67,7 +67,7 @@ def link_key_material(config: LakeMirrorConfig) -> str:
     Raises:
         ConfigurationError: unset with the DynamoDB KV, or the key file is unusable.
     """
-    from mirror.api.auth.secrets import ENCRYPT_KEY_FILE, load_or_create_key_file
+    from mirror.auth.secrets import ENCRYPT_KEY_FILE, load_or_create_key_file
     from mirror.config import ConfigurationError
 
     configured = config.auth.encrypt_secret_key

@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mirror.api.auth.store import AUTH_CHANGE_BOUND_SECONDS
+from mirror.auth.store import AUTH_CHANGE_BOUND_SECONDS
 from tests.integration.dynalite import Dynalite, running_dynalite
 from tests.integration.harness import (
     ADMIN_KEY_ENV,

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from mirror.api.app import create_app
-from mirror.api.auth.secrets import SecretCipher
-from mirror.api.auth.store import AuthStore
+from mirror.auth.secrets import SecretCipher
+from mirror.auth.store import AuthStore
 from mirror.config import GatewaySettings
 from mirror.core import open_memory
 from mirror.gateway.app import parse_address, with_gateway

@@ -16,9 +16,9 @@ from urllib.parse import unquote_plus, urlencode
 import pytest
 from starlette.requests import Request
 
-from mirror.api.auth.model import Effect, Policy, Statement
-from mirror.api.auth.store import AuthStore
-from mirror.api.deps import Caller
+from mirror.auth.caller import Caller
+from mirror.auth.model import Effect, Policy, Statement
+from mirror.auth.store import AuthStore
 from mirror.block import BlockResolver
 from mirror.config import GatewaySettings
 from mirror.core import Catalog

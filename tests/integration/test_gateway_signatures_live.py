@@ -16,7 +16,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from mirror.api.auth.store import AuthStore
+from mirror.auth.store import AuthStore
 from mirror.kv.sqlite import SqliteKV
 from tests.integration.harness import Server, running_server, unique
 

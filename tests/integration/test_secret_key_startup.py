@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mirror.api.auth.secrets import ENCRYPT_KEY_FILE, SecretCipher
-from mirror.api.auth.store import AuthStore
+from mirror.auth.secrets import ENCRYPT_KEY_FILE, SecretCipher
+from mirror.auth.store import AuthStore
 from mirror.kv.sqlite import SqliteKV
 from tests.integration.dynalite import Dynalite, running_dynalite
 from tests.integration.harness import free_port, running_server, unique

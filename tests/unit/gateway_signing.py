@@ -17,8 +17,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from starlette.requests import Request
 
-from mirror.api.auth.secrets import SecretCipher
-from mirror.api.auth.store import AuthStore
+from mirror.auth.secrets import SecretCipher
+from mirror.auth.store import AuthStore
 from mirror.config import GatewaySettings
 from mirror.kv import MemoryKV
 

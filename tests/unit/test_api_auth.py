@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror.api.auth import (
+from mirror.auth import (
     AuthenticationError,
     AuthStore,
     Effect,
@@ -20,8 +20,8 @@ from mirror.api.auth import (
     is_allowed,
     matches,
 )
-from mirror.api.auth.hashing import hash_secret, new_access_key_id, verify_secret
-from mirror.api.auth.permissions import object_arn, repository_arn, user_arn
+from mirror.auth.hashing import hash_secret, new_access_key_id, verify_secret
+from mirror.auth.permissions import object_arn, repository_arn, user_arn
 from mirror.kv.memory import MemoryKV
 
 
@@ -164,9 +164,9 @@ def test_setup_and_bootstrap(auth: AuthStore) -> None:
 
 def test_public_names() -> None:
     import mirror.api
-    import mirror.api.auth
+    import mirror.auth
 
-    for module in (mirror.api, mirror.api.auth):
+    for module in (mirror.api, mirror.auth):
         assert sorted(module.__all__) == sorted(set(module.__all__))
         for name in module.__all__:
             assert getattr(module, name) is not None

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from mirror.api.app import create_app
-from mirror.api.auth import AuthenticationError, AuthStore
 from mirror.api.convert import (
     common_prefix_model,
     common_prefix_row,
@@ -33,6 +32,7 @@ from mirror.api.convert import (
 )
 from mirror.api.deps import reads_inline
 from mirror.api.models import Commit, ObjectStats, ObjectStatsList, Pagination
+from mirror.auth import AuthenticationError, AuthStore
 from mirror.block import BlockResolver
 from mirror.core.catalog import Catalog
 from mirror.core.committed import ChunkingParams

@@ -19,8 +19,8 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from mirror.api.app import create_app
-from mirror.api.auth.store import AuthStore
 from mirror.api.metrics import MULTIPROCESS_ENV, UNMATCHED_ROUTE, HttpMetrics, MetricsMiddleware
+from mirror.auth.store import AuthStore
 from mirror.core import open_memory
 from mirror.kv.memory import MemoryKV
 

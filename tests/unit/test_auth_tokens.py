@@ -19,9 +19,9 @@ import pytest
 from pydantic import SecretStr
 
 from mirror.api.app import create_app
-from mirror.api.auth.errors import AuthenticationError
-from mirror.api.auth.store import AuthStore
-from mirror.api.auth.tokens import LoginTokens, derive_signing_key
+from mirror.auth.errors import AuthenticationError
+from mirror.auth.store import AuthStore
+from mirror.auth.tokens import LoginTokens, derive_signing_key
 from mirror.config import AuthSettings, ConfigurationError, KVSettings, LakeMirrorConfig
 from mirror.core.embedded import open_memory
 

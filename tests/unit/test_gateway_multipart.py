@@ -20,9 +20,9 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mirror.api.auth.model import Effect, Policy, Statement
-from mirror.api.auth.store import AuthStore
-from mirror.api.deps import Caller
+from mirror.auth.caller import Caller
+from mirror.auth.model import Effect, Policy, Statement
+from mirror.auth.store import AuthStore
 from mirror.config import GatewaySettings
 from mirror.core import Catalog
 from mirror.core.embedded import open_embedded

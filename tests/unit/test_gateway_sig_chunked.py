@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum, Sha256Checksum
 
-from mirror.api.auth.store import AuthStore
+from mirror.auth.store import AuthStore
 from mirror.gateway.auth import authenticate
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.sig.checksums import encoded, new_checksum

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mirror.api.auth.permissions import Permission
+from mirror.auth.permissions import Permission
 from mirror.gateway.auth import Authenticated, authenticate
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.sig.checksums import encoded, new_checksum

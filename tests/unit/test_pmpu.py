@@ -12,7 +12,7 @@ from botocore.stub import Stubber
 from fastapi import FastAPI
 
 from mirror.api.app import create_app
-from mirror.api.auth.store import AuthStore
+from mirror.auth.store import AuthStore
 from mirror.block.memory import MemoryBlockStore
 from mirror.block.s3_multipart import (
     CopySource,

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import pytest
 
-from mirror.api.auth import (
+from mirror.auth import (
     Action,
     AuthenticationError,
     AuthStore,
@@ -23,9 +23,9 @@ from mirror.api.auth import (
     Statement,
     is_allowed,
 )
-from mirror.api.auth.cache import AuthCache
-from mirror.api.auth.permissions import object_arn
-from mirror.api.auth.store import SignedIn
+from mirror.auth.cache import AuthCache
+from mirror.auth.permissions import object_arn
+from mirror.auth.store import SignedIn
 from mirror.block.resolver import BlockResolver
 from mirror.cli.server import bootstrap_auth
 from mirror.config import AuthSettings

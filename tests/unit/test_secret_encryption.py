@@ -10,20 +10,20 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from mirror.api.auth.errors import (
+from mirror.auth.errors import (
     AuthenticationError,
     CredentialsNotFoundError,
     SecretKeyMismatchError,
     SecretNotStoredError,
 )
-from mirror.api.auth.secrets import (
+from mirror.auth.secrets import (
     ENCRYPT_KEY_FILE,
     SecretCipher,
     cipher_from_config,
     load_or_create_key_file,
     optional_cipher,
 )
-from mirror.api.auth.store import AuthStore
+from mirror.auth.store import AuthStore
 from mirror.config import AuthSettings, ConfigurationError, KVSettings, LakeMirrorConfig
 from mirror.kv import MemoryKV
 from tests.unit.gateway_signing import CIPHER, KEY_ID, SECRET, USER, store

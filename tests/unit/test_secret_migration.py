@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from mirror.api.app import create_app
-from mirror.api.auth.records import decode, record_key
-from mirror.api.auth.secrets import SecretCipher
-from mirror.api.auth.store import AuthStore
+from mirror.auth.records import decode, record_key
+from mirror.auth.secrets import SecretCipher
+from mirror.auth.store import AuthStore
 from mirror.block import BlockResolver
 from mirror.core.catalog import Catalog
 from mirror.gateway.auth import authenticate

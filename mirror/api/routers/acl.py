@@ -1,7 +1,7 @@
 """lakeFS's group ACLs: ``GET`` and ``POST /auth/groups/{groupId}/acl``.
 
 An ACL is ``{"permission": "Read"|"Write"|"Super"|"Admin"}``, kept as the group's one policy
-``ACL(_-_)<group>`` (:mod:`mirror.api.auth.acl`). The calls need what lakeFS's handlers require:
+``ACL(_-_)<group>`` (:mod:`mirror.auth.acl`). The calls need what lakeFS's handlers require:
 ``auth:ReadGroup`` on the group and ``auth:ReadPolicy`` on that policy to read it;
 ``auth:ReadGroup`` on the group and ``auth:AttachPolicy`` and ``auth:UpdatePolicy`` on the policy
 to set it.
@@ -19,11 +19,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict
 
-from mirror.api.auth.acl import NoAclError, acl_policy_name
-from mirror.api.auth.permissions import Action, Permission, group_arn, policy_arn
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.errors import error_response
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.acl import NoAclError, acl_policy_name
+from mirror.auth.permissions import Action, Permission, group_arn, policy_arn
 
 __all__ = ["ACL", "router"]
 

@@ -15,11 +15,11 @@ from pydantic import BaseModel
 
 from mirror.actions.runs import HookRunRecord, RunNotFoundError, RunRecord, RunStore
 from mirror.actions.service import log_key
-from mirror.api.auth.permissions import Permission, repository_arn
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.models import Pagination
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute
+from mirror.auth.permissions import Permission, repository_arn
 from mirror.errors import InvalidValueError
 
 __all__ = ["READ_ACTION", "router"]

@@ -19,12 +19,12 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
-from mirror.api.auth.permissions import Action, Permission, branch_arn
 from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
 from mirror.api.errors import describe_error
 from mirror.api.models import Commit, CommitCreation, Merge, MergeResult
 from mirror.api.routers import branches, refs
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Action, Permission, branch_arn
 from mirror.core.errors import RepositoryReadOnlyError
 from mirror.core.merge import MergeStrategy
 from mirror.errors import InvalidValueError

@@ -4,16 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from mirror.api.auth.model import Policy
-from mirror.api.auth.permissions import (
-    ALL_RESOURCES,
-    Action,
-    Permission,
-    group_arn,
-    policy_arn,
-    user_arn,
-)
-from mirror.api.auth.policy import validate_statement
 from mirror.api.convert import group_model, policy_model, user_model
 from mirror.api.deps import CallerDep, OptionalCallerDep, StateDep
 from mirror.api.models import (
@@ -32,6 +22,16 @@ from mirror.api.models import (
 )
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
+from mirror.auth.model import Policy
+from mirror.auth.permissions import (
+    ALL_RESOURCES,
+    Action,
+    Permission,
+    group_arn,
+    policy_arn,
+    user_arn,
+)
+from mirror.auth.policy import validate_statement
 from mirror.errors import InvalidValueError
 
 __all__ = ["router"]

@@ -16,12 +16,12 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request
 from pydantic import BaseModel, ConfigDict
 
-from mirror.api.auth.permissions import Action, Permission, object_arn
 from mirror.api.convert import object_model
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.errors import error_response
 from mirror.api.models import ObjectStats
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Action, Permission, object_arn
 from mirror.block.resolver import split_namespace
 from mirror.core.committed import METADATA_PREFIX
 from mirror.core.errors import ObjectNotFoundError, RepositoryReadOnlyError

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
-from mirror.api.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.api.convert import commit_model, diff_model, model_response
 from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
 from mirror.api.listing import CommonPrefix, group_paths
@@ -29,6 +28,7 @@ from mirror.api.routing import (
     LakeFSRoute,
     PrefixQuery,
 )
+from mirror.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.core.model import DiffEntry
 from mirror.errors import InvalidValueError
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from mirror import __version__
-from mirror.api.auth.tokens import LOGIN_COOKIE
 from mirror.api.deps import ApiState, CallerDep, StateDep
 from mirror.api.models import (
     Config,
@@ -18,6 +17,7 @@ from mirror.api.models import (
 )
 from mirror.api.routers import async_ops
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.tokens import LOGIN_COOKIE
 
 __all__ = ["LOGIN_FAILED_MESSAGE", "login_config", "router", "storage_config", "version_config"]
 

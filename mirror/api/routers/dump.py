@@ -25,11 +25,11 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from mirror.api.auth.permissions import Action, Permission, repository_arn
 from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
 from mirror.api.errors import describe_error
 from mirror.api.routers.async_ops import RunnerDep, TaskCreation
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.core.dump import RefsDump, dump_refs, require_bare, restore_refs
 from mirror.core.errors import RepositoryReadOnlyError
 from mirror.core.model import Repository

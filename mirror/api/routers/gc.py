@@ -23,12 +23,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Response
 from pydantic import BaseModel
 
-from mirror.api.auth.permissions import Permission, repository_arn
 from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
 from mirror.api.errors import describe_error
 from mirror.api.routers.async_ops import RunnerDep, TaskCreation, TaskError
 from mirror.api.routers.dump import task_of
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Permission, repository_arn
 from mirror.gc import (
     GCRules,
     GCRulesStore,

@@ -13,11 +13,11 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict
 
-from mirror.api.auth.permissions import Action, Permission, branch_arn, namespace_arn, object_arn
 from mirror.api.convert import commit_model
 from mirror.api.deps import ApiState, CallerDep, StateDep
 from mirror.api.models import Commit, Error
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Action, Permission, branch_arn, namespace_arn, object_arn
 from mirror.core.imports import ImportSource
 from mirror.core.model import Commit as CoreCommit
 from mirror.imports import ImportManager, ImportRecord

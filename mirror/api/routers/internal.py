@@ -24,12 +24,12 @@ from collections.abc import Iterator
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from mirror.api.auth.permissions import Action, Permission, object_arn, repository_arn
 from mirror.api.convert import object_model
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.models import ObjectStats
 from mirror.api.routers.metadata import StorageURI
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Action, Permission, object_arn, repository_arn
 from mirror.block.resolver import split_namespace
 from mirror.core.committed import METADATA_PREFIX
 from mirror.core.errors import LakeFSText, RepositoryReadOnlyError

@@ -2,7 +2,7 @@
 
 The login answers lakeFS's ``AuthenticationToken`` ``{"token", "token_expiration"}`` and the
 ``internal_auth_session`` cookie holding the same token; both then sign in every API call
-(:mod:`mirror.api.auth.tokens`). Wrong or unknown credentials answer 401
+(:mod:`mirror.auth.tokens`). Wrong or unknown credentials answer 401
 ``error authenticating request``. Neither the secret nor the token is ever logged.
 
 ``/logout`` lives outside ``/api/v1``, where lakeFS mounts it and its web UI navigates to it: it
@@ -20,9 +20,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel
 
-from mirror.api.auth.tokens import LOGIN_COOKIE, LoginTokens
 from mirror.api.deps import StateDep
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.tokens import LOGIN_COOKIE, LoginTokens
 from mirror.logging import note_user
 
 __all__ = ["AuthenticationToken", "LoginInformation", "logout_router", "router", "tokens_of"]

@@ -13,9 +13,9 @@ from typing import Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from mirror.api.auth.permissions import Action, Permission, repository_arn
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.core.committed import METADATA_PREFIX
 from mirror.core.errors import INVALID_VALUE, LakeFSText
 from mirror.errors import InvalidValueError

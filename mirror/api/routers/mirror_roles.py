@@ -13,11 +13,11 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from mirror.api.auth.permissions import Action, Permission, repository_arn
 from mirror.api.convert import repository_model
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.models import MirrorDemotion, MirrorPreservation, MirrorPromotion, Ref, Repository
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.core.ids import CommitID, MetaRangeID
 from mirror.core.model import Commit as CoreCommit
 from mirror.core.model import Repository as CoreRepository

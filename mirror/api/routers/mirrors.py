@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from mirror.api.auth.permissions import Action, Permission, repository_arn
 from mirror.api.convert import commit_model, repository_model
 from mirror.api.deps import Caller, CallerDep, StateDep
 from mirror.api.errors import NotAMirrorError
@@ -24,6 +23,7 @@ from mirror.api.models import (
 )
 from mirror.api.routers.repositories import check_namespace
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.core.catalog import Catalog
 from mirror.core.errors import TagExistsError
 from mirror.core.ids import CommitID, MetaRangeID

@@ -13,7 +13,6 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from mirror.api.auth.permissions import Action, Permission, object_arn, repository_arn
 from mirror.api.convert import (
     common_prefix_row,
     json_response,
@@ -49,6 +48,7 @@ from mirror.api.routing import (
     PrefixQuery,
 )
 from mirror.api.streams import CHUNK, BlockReader, iter_block, parse_range
+from mirror.auth.permissions import Action, Permission, object_arn, repository_arn
 from mirror.block.errors import InvalidRangeError
 from mirror.core.catalog import Catalog
 from mirror.core.errors import (

@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict
 
-from mirror.api.auth.permissions import Action, Permission, object_arn
 from mirror.api.convert import object_model
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.errors import error_response
 from mirror.api.models import ObjectStats
 from mirror.api.routers.backing import PRESIGN_EXPIRY, signer
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Action, Permission, object_arn
 from mirror.core.committed import METADATA_PREFIX
 from mirror.core.errors import LakeFSText, RepositoryReadOnlyError
 from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Entry, Repository

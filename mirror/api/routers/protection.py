@@ -20,9 +20,9 @@ from fastapi import APIRouter, Body, Header, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from mirror.api.auth.permissions import Permission, repository_arn
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Permission, repository_arn
 from mirror.core import protection
 from mirror.core.errors import RepositoryReadOnlyError
 from mirror.core.model import Repository

@@ -13,11 +13,11 @@ from typing import Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from mirror.api.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.models import MergeResult, Pagination
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
+from mirror.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.core.errors import RepositoryReadOnlyError
 from mirror.core.pulls import PullRequest, PullRequestStore
 

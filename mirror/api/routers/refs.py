@@ -9,7 +9,6 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from mirror.api.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.api.convert import commit_model
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.listing import CommonPrefix, group_paths, under_prefix
@@ -23,6 +22,7 @@ from mirror.api.routing import (
     LakeFSRoute,
     PrefixQuery,
 )
+from mirror.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.core.catalog import Catalog
 from mirror.core.model import Commit as CoreCommit
 from mirror.core.model import DiffEntry

@@ -7,18 +7,18 @@ import re
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from mirror.api.auth.permissions import (
+from mirror.api.convert import repository_model
+from mirror.api.deps import ApiState, CallerDep, StateDep
+from mirror.api.models import Repository, RepositoryCreation, RepositoryList
+from mirror.api.paging import page
+from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
+from mirror.auth.permissions import (
     ALL_RESOURCES,
     Action,
     Permission,
     namespace_arn,
     repository_arn,
 )
-from mirror.api.convert import repository_model
-from mirror.api.deps import ApiState, CallerDep, StateDep
-from mirror.api.models import Repository, RepositoryCreation, RepositoryList
-from mirror.api.paging import page
-from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
 from mirror.block.errors import InvalidNamespaceError
 from mirror.block.resolver import split_namespace
 from mirror.core.repository_metadata import RepositoryMetadataStore

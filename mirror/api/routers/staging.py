@@ -13,11 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import APIRouter
 
-from mirror.api.auth.permissions import Action, Permission, object_arn
 from mirror.api.convert import object_model
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.models import StagingBulkCreation, StagingBulkObject, StagingBulkResult
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.permissions import Action, Permission, object_arn
 from mirror.block.errors import BlockNotFoundError
 from mirror.block.protocol import BlockStore
 from mirror.core.catalog import Catalog

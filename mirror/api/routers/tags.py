@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from mirror.api.auth.permissions import Action, Permission, repository_arn, tag_arn
 from mirror.api.deps import CallerDep, StateDep
 from mirror.api.models import Ref, RefList, TagCreation
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
+from mirror.auth.permissions import Action, Permission, repository_arn, tag_arn
 
 __all__ = ["router"]
 

@@ -53,7 +53,7 @@ class Credential:
     """A stored access key: its owner, the salted hash of its secret and the sealed secret.
 
     ``encrypted_secret`` is ``None`` for a key stored before secrets were encrypted (see
-    :mod:`mirror.api.auth.secrets`); the REST API signs in with the hash alone.
+    :mod:`mirror.auth.secrets`); the REST API signs in with the hash alone.
     """
 
     access_key_id: str

@@ -15,19 +15,19 @@ applies to every request that starts after it was acknowledged.
 
 from __future__ import annotations
 
-from mirror.api.auth.acl_records import AclRecords
-from mirror.api.auth.builtin import ADMINS, BUILTIN_GROUPS, BUILTIN_POLICIES
-from mirror.api.auth.credentials import CredentialRecords, SignedIn, SigningKey
-from mirror.api.auth.errors import (
+from mirror.auth.acl_records import AclRecords
+from mirror.auth.builtin import ADMINS, BUILTIN_GROUPS, BUILTIN_POLICIES
+from mirror.auth.credentials import CredentialRecords, SignedIn, SigningKey
+from mirror.auth.errors import (
     GroupExistsError,
     InvalidAuthValueError,
     PolicyExistsError,
     SetupDoneError,
     UserExistsError,
 )
-from mirror.api.auth.hashing import hash_secret, verify_secret
-from mirror.api.auth.model import Credential, NewCredential, Policy
-from mirror.api.auth.records import changes, check_id, check_key_id, encode, record_key
+from mirror.auth.hashing import hash_secret, verify_secret
+from mirror.auth.model import Credential, NewCredential, Policy
+from mirror.auth.records import changes, check_id, check_key_id, encode, record_key
 from mirror.kv.errors import KVPreconditionFailedError
 
 __all__ = ["AUTH_CHANGE_BOUND_SECONDS", "AuthStore", "SignedIn", "SigningKey"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from itertools import islice
 
-from mirror.api.auth.acl import NoAclError, acl_policy_name, acl_statements
-from mirror.api.auth.model import Policy
-from mirror.api.auth.policy_records import PolicyRecords
-from mirror.api.auth.records import changes, encode, record_key
+from mirror.auth.acl import NoAclError, acl_policy_name, acl_statements
+from mirror.auth.model import Policy
+from mirror.auth.policy_records import PolicyRecords
+from mirror.auth.records import changes, encode, record_key
 
 __all__ = ["AclRecords"]
 

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from mirror.api.auth.errors import AuthenticationError, UserNotFoundError
-from mirror.api.auth.model import User
-from mirror.api.auth.records import record_key
-from mirror.api.auth.secrets import ENCRYPT_KEY_ENV, ENCRYPT_KEY_FILE, load_or_create_key_file
+from mirror.auth.errors import AuthenticationError, UserNotFoundError
+from mirror.auth.model import User
+from mirror.auth.records import record_key
+from mirror.auth.secrets import ENCRYPT_KEY_ENV, ENCRYPT_KEY_FILE, load_or_create_key_file
 
 if TYPE_CHECKING:
-    from mirror.api.auth.store import AuthStore
+    from mirror.auth.store import AuthStore
     from mirror.config import LakeMirrorConfig
 
 __all__ = [
@@ -120,7 +120,7 @@ class LoginTokens:
         """Return the tokens of ``config``'s installation (its key material and lifetime).
 
         The material is ``auth.encrypt_secret_key``, or, unset on SQLite, the key generated into
-        the data directory, as :func:`~mirror.api.auth.secrets.cipher_from_config` finds it.
+        the data directory, as :func:`~mirror.auth.secrets.cipher_from_config` finds it.
 
         Raises:
             ConfigurationError: unset with the DynamoDB KV, or the key file is unusable.

@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from mirror.api.auth.cache import AUTH_CACHE_SIZE, AUTH_CACHE_TTL_SECONDS, AuthCache
-from mirror.api.auth.errors import InvalidAuthValueError
-from mirror.api.auth.secrets import SecretCipher
+from mirror.auth.cache import AUTH_CACHE_SIZE, AUTH_CACHE_TTL_SECONDS, AuthCache
+from mirror.auth.errors import InvalidAuthValueError
+from mirror.auth.secrets import SecretCipher
 from mirror.kv.errors import KeyNotFoundError
 from mirror.kv.protocol import KV
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror.api.auth.model import Effect, Statement
+from mirror.auth.model import Effect, Statement
 
 __all__ = [
     "ADMINS",

@@ -27,7 +27,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from mirror.api.auth.errors import SecretKeyMismatchError
+from mirror.auth.errors import SecretKeyMismatchError
 
 if TYPE_CHECKING:
     from mirror.config import LakeMirrorConfig

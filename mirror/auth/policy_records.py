@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from mirror.api.auth.acl import is_acl_policy_name
-from mirror.api.auth.errors import (
+from mirror.auth.acl import is_acl_policy_name
+from mirror.auth.errors import (
     InvalidAuthValueError,
     PolicyAttachmentNotFoundError,
     PolicyExistsError,
     PolicyNotFoundError,
     UserNotFoundError,
 )
-from mirror.api.auth.model import Policy, Statement
-from mirror.api.auth.permissions import Permission
-from mirror.api.auth.policy import is_allowed
-from mirror.api.auth.principals import PrincipalRecords
-from mirror.api.auth.records import ID_PATTERN, changes, check_id, encode, record_key
+from mirror.auth.model import Policy, Statement
+from mirror.auth.permissions import Permission
+from mirror.auth.policy import is_allowed
+from mirror.auth.principals import PrincipalRecords
+from mirror.auth.records import ID_PATTERN, changes, check_id, encode, record_key
 from mirror.kv.errors import KVPreconditionFailedError
 
 __all__ = ["PolicyRecords"]

@@ -17,22 +17,22 @@ import hmac
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from mirror.api.auth.errors import (
+from mirror.auth.errors import (
     AuthenticationError,
     CredentialsNotFoundError,
     InvalidAuthValueError,
     SecretKeyMismatchError,
     SecretNotStoredError,
 )
-from mirror.api.auth.hashing import (
+from mirror.auth.hashing import (
     hash_secret,
     new_access_key_id,
     new_secret_access_key,
     verify_secret,
 )
-from mirror.api.auth.model import Credential, NewCredential, Policy, User
-from mirror.api.auth.policy_records import PolicyRecords
-from mirror.api.auth.records import (
+from mirror.auth.model import Credential, NewCredential, Policy, User
+from mirror.auth.policy_records import PolicyRecords
+from mirror.auth.records import (
     KEY_ID_PATTERN,
     changes,
     check_key_id,

@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-from mirror.api.auth.errors import InvalidAuthValueError
-from mirror.api.auth.model import Effect, Policy, Statement
-from mirror.api.auth.permissions import Permission
+from mirror.auth.errors import InvalidAuthValueError
+from mirror.auth.model import Effect, Policy, Statement
+from mirror.auth.permissions import Permission
 
 __all__ = ["is_allowed", "matches", "validate_statement"]
 

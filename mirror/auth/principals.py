@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mirror.api.auth.errors import (
+from mirror.auth.errors import (
     GroupExistsError,
     GroupNotFoundError,
     MembershipNotFoundError,
     UserExistsError,
     UserNotFoundError,
 )
-from mirror.api.auth.model import Group, User
-from mirror.api.auth.records import ID_PATTERN, AuthRecords, changes, check_id, encode, record_key
+from mirror.auth.model import Group, User
+from mirror.auth.records import ID_PATTERN, AuthRecords, changes, check_id, encode, record_key
 from mirror.kv.errors import KVPreconditionFailedError
 
 __all__ = ["PrincipalRecords"]

@@ -1,7 +1,7 @@
 """Authentication and authorization in lakeFS's form: access keys, users, groups, policies."""
 
-from mirror.api.auth.builtin import ADMINS, BUILTIN_GROUPS, BUILTIN_POLICIES, READERS, WRITERS
-from mirror.api.auth.errors import (
+from mirror.auth.builtin import ADMINS, BUILTIN_GROUPS, BUILTIN_POLICIES, READERS, WRITERS
+from mirror.auth.errors import (
     AuthenticationError,
     CredentialsNotFoundError,
     GroupExistsError,
@@ -14,10 +14,10 @@ from mirror.api.auth.errors import (
     UserExistsError,
     UserNotFoundError,
 )
-from mirror.api.auth.model import Credential, Effect, Group, NewCredential, Policy, Statement, User
-from mirror.api.auth.permissions import Action, Permission
-from mirror.api.auth.policy import is_allowed, matches
-from mirror.api.auth.store import AuthStore
+from mirror.auth.model import Credential, Effect, Group, NewCredential, Policy, Statement, User
+from mirror.auth.permissions import Action, Permission
+from mirror.auth.policy import is_allowed, matches
+from mirror.auth.store import AuthStore
 
 __all__ = [
     "ADMINS",

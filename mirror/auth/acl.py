@@ -21,10 +21,10 @@ level      statements (resource ``*`` unless noted)
 
 from __future__ import annotations
 
-from mirror.api.auth.errors import InvalidAuthValueError
-from mirror.api.auth.model import Effect, Statement
-from mirror.api.auth.permissions import ALL_RESOURCES, Action, user_arn
-from mirror.api.auth.records import ID_PATTERN
+from mirror.auth.errors import InvalidAuthValueError
+from mirror.auth.model import Effect, Statement
+from mirror.auth.permissions import ALL_RESOURCES, Action, user_arn
+from mirror.auth.records import ID_PATTERN
 from mirror.errors import NotFoundError
 
 __all__ = [
