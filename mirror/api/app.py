@@ -13,9 +13,8 @@ from fastapi import FastAPI
 
 from mirror import __version__
 from mirror.api import health
-from mirror.api import metrics as http_metrics
 from mirror.api.deps import ApiState
-from mirror.api.errors import install_error_handlers
+from mirror.api.errors import in_request_context
 from mirror.api.repository_cleanups import (
     register_repository_cleanups,
     resume_deletions_in_background,
@@ -50,6 +49,8 @@ from mirror.auth.store import AuthStore
 from mirror.auth.tokens import LoginTokens
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
+from mirror.httputil import metrics as http_metrics
+from mirror.httputil.errors import install_error_handlers
 from mirror.logging import RequestLogMiddleware
 from mirror.tasks import RunnerSettings, TaskRunner, TaskStore
 
@@ -169,7 +170,7 @@ def create_app(
     app.state.tasks = runner
     app.state.login_tokens = login_tokens or LoginTokens.ephemeral()
     # lakeFS's 401, which its web UI reads as signed out, and no browser sign-in box
-    install_error_handlers(app, basic_challenge=False)
+    install_error_handlers(app, basic_challenge=False, in_context=in_request_context)
     app.add_middleware(RequestLogMiddleware)
     app.add_middleware(http_metrics.MetricsMiddleware, metrics=metrics)
     if worker_header:

@@ -10,7 +10,6 @@ from pydantic import SecretStr
 
 from mirror.actions import ActionsService
 from mirror.api.app import create_app
-from mirror.api.errors import answer_for
 from mirror.auth.errors import SetupDoneError
 from mirror.auth.secrets import cipher_from_config
 from mirror.auth.store import AuthStore
@@ -22,6 +21,7 @@ from mirror.core.catalog import Catalog
 from mirror.errors import UnavailableError
 from mirror.gateway.app import with_gateway
 from mirror.gateway.context import GatewayState
+from mirror.httputil.errors import answer_for
 from mirror.imports.links import LinkSigner, link_key_material
 from mirror.kv.protocol import KV
 from mirror.kv.sqlite import SqliteKV

@@ -19,6 +19,7 @@ from mirror.errors import (
     NotFoundError,
     PreconditionFailedError,
     ReadOnlyError,
+    UnavailableError,
 )
 
 __all__ = [
@@ -36,7 +37,9 @@ __all__ = [
     "LakeFSText",
     "MergeConflictError",
     "NoChangesError",
+    "NoDataError",
     "NoMergeBaseError",
+    "NotYetReplicatedError",
     "ObjectNotFoundError",
     "ParentOutOfRangeError",
     "PathRequiredError",
@@ -307,6 +310,20 @@ class RepositoryReadOnlyError(LakeFSText, ReadOnlyError):
 
     def __reduce__(self) -> tuple[type[RepositoryReadOnlyError], tuple[str]]:
         return (type(self), (self.repository,))
+
+
+class NotYetReplicatedError(UnavailableError):
+    """A file of a mirror repository has not arrived in this region yet (retry later)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} not yet replicated to this region; retry later")
+        self.what = what
+
+
+class NoDataError(LakeFSText, NotFoundError):
+    """An object's data is gone from the object store (lakeFS's 410 ``No data``)."""
+
+    lakefs_text = "No data"
 
 
 class ProtectedBranchError(LakeFSText, ReadOnlyError):

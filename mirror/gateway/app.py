@@ -22,12 +22,12 @@ from urllib.parse import unquote
 
 from starlette.requests import Request
 
-from mirror.api.metrics import HttpMetrics, MetricsMiddleware
 from mirror.gateway import xml
 from mirror.gateway.auth import authenticate
 from mirror.gateway.context import GatewayState, S3Request
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.routing import route
+from mirror.httputil.metrics import HttpMetrics, MetricsMiddleware
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send

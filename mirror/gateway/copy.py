@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
 
-from mirror.api.streams import CHUNK, BlockReader
 from mirror.auth.permissions import Action, object_arn
 from mirror.core.model import Entry
 from mirror.gateway import xml
@@ -23,6 +22,7 @@ from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.headers import stored_metadata
 from mirror.gateway.mapping import call, resolve_write_target, s3_errors
 from mirror.gateway.objects import _date, _etag_matches
+from mirror.httputil.streams import CHUNK, BlockReader
 
 if TYPE_CHECKING:
     from starlette.responses import Response

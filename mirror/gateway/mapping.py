@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio.to_thread
 
-from mirror.api.errors import NotYetReplicatedError
 from mirror.block.errors import BlockNotFoundError, InvalidRangeError
 from mirror.core.committed import METADATA_PREFIX
 from mirror.core.errors import (
@@ -32,6 +31,7 @@ from mirror.core.errors import (
     InvalidPathError,
     InvalidRefError,
     LakeFSText,
+    NotYetReplicatedError,
     ProtectedBranchError,
     RepositoryNotFoundError,
     RepositoryReadOnlyError,

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 import anyio.from_thread
 from starlette.responses import Response, StreamingResponse
 
-from mirror.api.streams import CHUNK, iter_block, parse_range
 from mirror.auth.permissions import Action, object_arn
 from mirror.block.errors import InvalidRangeError
 from mirror.core.errors import ObjectNotFoundError
@@ -29,6 +28,7 @@ from mirror.gateway import xml
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.headers import apply_overrides, object_headers, stored_metadata
 from mirror.gateway.mapping import call, check_path, mirror_write_error, resolve_write_target
+from mirror.httputil.streams import CHUNK, iter_block, parse_range
 
 if TYPE_CHECKING:
     from mirror.core.catalog import Catalog

@@ -22,11 +22,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 from mirror import __version__
-from mirror.api.errors import install_error_handlers
 from mirror.auth.caller import Caller
 from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.auth.store import AuthStore
 from mirror.errors import AuthenticationError, InvalidValueError, LakeMirrorError
+from mirror.httputil.errors import install_error_handlers
 from mirror.logging import RequestLogMiddleware
 from mirror.replicant.service import MirrorRequest, ReplicantService
 from mirror.replicant.state import MirrorConfig

@@ -17,7 +17,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
 from prometheus_client import CollectorRegistry
 
 from deploy.grafana import dashboard
-from mirror.api.metrics import HttpMetrics
+from mirror.httputil.metrics import HttpMetrics
 from mirror.replicant.metrics import ReplicantMetrics
 from tests.deploy.tools import ROOT
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mirror.api.errors import NotYetReplicatedError
 from mirror.block.errors import BlockNotFoundError, InvalidRangeError
 from mirror.core import Catalog, open_memory
 from mirror.core.errors import (
     BranchNotFoundError,
     InvalidRefError,
+    NotYetReplicatedError,
     ObjectNotFoundError,
     ProtectedBranchWriteError,
     RepositoryNotFoundError,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pickle
 
-from mirror.api.errors import message_for, status_for
 from mirror.core.hooks import HookAbortError, HookEvent, HookRun, NoHooks
+from mirror.httputil.errors import message_for, status_for
 
 
 def test_abort_message_is_lakefs_text() -> None:

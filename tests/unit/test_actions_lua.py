@@ -16,11 +16,11 @@ from mirror.actions.lua import ScriptNotFoundError, call_lua_hook, run_lua
 from mirror.actions.lua_libs import CatalogClient, libraries
 from mirror.actions.model import ActionHook
 from mirror.actions.service import LOG_PREFIX
-from mirror.api.errors import answer_for
 from mirror.core import open_memory
 from mirror.core.catalog import Catalog
 from mirror.core.hooks import HookAbortError
 from mirror.errors import NotFoundError
+from mirror.httputil.errors import answer_for
 
 ACTION = {
     "event_type": "pre-commit",

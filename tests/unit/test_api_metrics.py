@@ -19,9 +19,14 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from mirror.api.app import create_app
-from mirror.api.metrics import MULTIPROCESS_ENV, UNMATCHED_ROUTE, HttpMetrics, MetricsMiddleware
 from mirror.auth.store import AuthStore
 from mirror.core import open_memory
+from mirror.httputil.metrics import (
+    MULTIPROCESS_ENV,
+    UNMATCHED_ROUTE,
+    HttpMetrics,
+    MetricsMiddleware,
+)
 from mirror.kv.memory import MemoryKV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,7 +141,7 @@ async def test_requests_in_flight_are_counted_while_they_run() -> None:
 
 _WORKER = """
 import sys
-from mirror.api.metrics import HttpMetrics
+from mirror.httputil.metrics import HttpMetrics
 metrics = HttpMetrics()
 for _ in range(int(sys.argv[1])):
     metrics.observe("GET", "/healthz", 200, 0.01)

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirror.api.listing import CommonPrefix, group_paths, under_prefix
-from mirror.api.streams import BlockReader, iter_block, parse_range
 from mirror.block.errors import InvalidRangeError
 from mirror.block.memory import MemoryBlockStore
+from mirror.httputil.streams import BlockReader, iter_block, parse_range
 
 
 @pytest.mark.parametrize(

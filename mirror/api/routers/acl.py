@@ -20,10 +20,10 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict
 
 from mirror.api.deps import CallerDep, StateDep
-from mirror.api.errors import error_response
 from mirror.api.routing import LakeFSRoute
 from mirror.auth.acl import NoAclError, acl_policy_name
 from mirror.auth.permissions import Action, Permission, group_arn, policy_arn
+from mirror.httputil.errors import error_response
 
 __all__ = ["ACL", "router"]
 

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict
 
 from mirror.api.convert import object_model
 from mirror.api.deps import CallerDep, StateDep
-from mirror.api.errors import error_response
 from mirror.api.models import ObjectStats
 from mirror.api.routing import LakeFSRoute
 from mirror.auth.permissions import Action, Permission, object_arn
@@ -29,6 +28,7 @@ from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Entry, Reposito
 from mirror.core.protection import check_staging_write
 from mirror.core.validate import validate_path
 from mirror.errors import InvalidValueError, PreconditionFailedError
+from mirror.httputil.errors import error_response
 from mirror.imports.links import LinkAddressInvalidError, LinkSigner
 
 __all__ = [

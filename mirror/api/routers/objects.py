@@ -29,7 +29,7 @@ from mirror.api.deps import (
     reads_inline,
     run_read,
 )
-from mirror.api.errors import error_response, message_for, read_only_message
+from mirror.api.errors import read_only_message
 from mirror.api.models import (
     ObjectCopyCreation,
     ObjectError,
@@ -47,7 +47,6 @@ from mirror.api.routing import (
     LakeFSRoute,
     PrefixQuery,
 )
-from mirror.api.streams import CHUNK, BlockReader, iter_block, parse_range
 from mirror.auth.permissions import Action, Permission, object_arn, repository_arn
 from mirror.block.errors import InvalidRangeError
 from mirror.core.catalog import Catalog
@@ -60,6 +59,8 @@ from mirror.core.model import AddressType, Entry, ObjectStat
 from mirror.core.protection import check_staging_write
 from mirror.core.validate import validate_path
 from mirror.errors import InvalidValueError, PreconditionFailedError
+from mirror.httputil.errors import error_response, message_for
+from mirror.httputil.streams import CHUNK, BlockReader, iter_block, parse_range
 
 __all__ = ["router"]
 

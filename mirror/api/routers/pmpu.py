@@ -38,7 +38,6 @@ from pydantic import BaseModel, ConfigDict
 
 from mirror.api.convert import object_model
 from mirror.api.deps import CallerDep, StateDep
-from mirror.api.errors import error_response
 from mirror.api.models import ObjectStats
 from mirror.api.routers.backing import PRESIGN_EXPIRY, signer
 from mirror.api.routing import LakeFSRoute
@@ -49,6 +48,7 @@ from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Entry, Reposito
 from mirror.core.protection import check_staging_write
 from mirror.core.validate import validate_path
 from mirror.errors import InvalidValueError
+from mirror.httputil.errors import error_response
 
 if TYPE_CHECKING:
     from mirror.block.s3_multipart import S3Multipart
