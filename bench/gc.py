@@ -184,8 +184,8 @@ def _measure(args: argparse.Namespace) -> int:
     """Run the dry run and the sweep in this (fresh) process; print one JSON line of figures."""
     import resource
 
-    from mirror.cli.client import LakeFSClient
-    from mirror.cli.config import ClientConfig, api_base_url
+    from mirror.client.client import LakeFSClient
+    from mirror.client.config import ClientConfig, api_base_url
     from mirror.spark.gc import gc_session, run_gc
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

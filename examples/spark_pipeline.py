@@ -31,9 +31,9 @@ import httpx
 from pyspark.sql import DataFrame, SparkSession
 
 from mirror import spark as lakespark
-from mirror.cli.client import LakeFSClient
-from mirror.cli.config import ClientConfig
 from mirror.cli.demo import demo_regions
+from mirror.client.client import LakeFSClient
+from mirror.client.config import ClientConfig
 
 
 def spark_user(admin: httpx.Client, group: str) -> ClientConfig:

@@ -45,7 +45,10 @@ Library = dict[str, Callable[..., Any]]
 _MAX_PER_PAGE = 1000
 _DEFAULT_AMOUNT = 100
 ErrorAnswer = Callable[[BaseException], tuple[int, str]]
-"""How the API answers an error: its status and message (:func:`mirror.httputil.errors.answer_for`)."""
+"""How the API answers an error: its status and message.
+
+See :func:`mirror.httputil.errors.answer_for`.
+"""
 
 
 def unmapped(exc: BaseException) -> tuple[int, str]:

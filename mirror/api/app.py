@@ -51,7 +51,7 @@ from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
 from mirror.httputil import metrics as http_metrics
 from mirror.httputil.errors import install_error_handlers
-from mirror.logging import RequestLogMiddleware
+from mirror.httputil.request_log import RequestLogMiddleware
 from mirror.tasks import RunnerSettings, TaskRunner, TaskStore
 
 if TYPE_CHECKING:

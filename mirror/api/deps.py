@@ -19,7 +19,7 @@ from mirror.auth.tokens import carries_token, login_user
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
 from mirror.errors import LakeMirrorError
-from mirror.logging import note_user
+from mirror.httputil.request_log import note_user
 
 __all__ = [
     "ApiState",

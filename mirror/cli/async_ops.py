@@ -17,10 +17,10 @@ from urllib.parse import quote
 
 import httpx
 
-from mirror.cli.client import LakeFSClient, error_for
 from mirror.cli.context import Context
-from mirror.cli.errors import CLIError, UnavailableError
 from mirror.cli.progress import Spinner
+from mirror.client.client import LakeFSClient, error_for
+from mirror.client.errors import CLIError, UnavailableError
 
 __all__ = [
     "FIRST_POLL",

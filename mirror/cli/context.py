@@ -6,10 +6,10 @@ import argparse
 from collections.abc import Callable, Iterable, Mapping
 from typing import BinaryIO, TextIO
 
-from mirror.cli.client import LakeFSClient
-from mirror.cli.config import ClientConfig, load_config
-from mirror.cli.errors import CLIError, UsageError
 from mirror.cli.output import Output
+from mirror.client.client import LakeFSClient
+from mirror.client.config import ClientConfig, load_config
+from mirror.client.errors import CLIError, UsageError
 
 __all__ = ["Command", "Context", "parse_metadata"]
 

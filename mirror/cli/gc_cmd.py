@@ -19,10 +19,10 @@ import sys
 from collections.abc import Sequence
 
 from mirror.cli.context import Context
-from mirror.cli.errors import AuthError, UsageError
 from mirror.cli.output import format_size
 from mirror.cli.run import add_client_options, run_client_command
 from mirror.cli.uris import repository_uri
+from mirror.client.errors import AuthError, UsageError
 
 __all__ = ["add_gc_arguments", "register_gc_command", "submitted_main"]
 

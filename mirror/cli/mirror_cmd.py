@@ -15,10 +15,10 @@ import argparse
 from typing import Any
 from urllib.parse import quote
 
-from mirror.cli.client import LakeFSClient
-from mirror.cli.config import ClientConfig, load_config
 from mirror.cli.context import Context
-from mirror.cli.errors import UsageError
+from mirror.client.client import LakeFSClient
+from mirror.client.config import ClientConfig, load_config
+from mirror.client.errors import UsageError
 
 __all__ = ["register_mirror_command"]
 

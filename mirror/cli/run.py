@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from mirror.cli.context import Command, Context
-from mirror.cli.errors import CLIError, ExitCode
+from mirror.client.errors import CLIError, ExitCode
 
 __all__ = ["add_client_options", "client_options", "run_client_command"]
 

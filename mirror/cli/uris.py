@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror.cli.errors import UsageError
+from mirror.client.errors import UsageError
 from mirror.core.errors import InvalidURIError
 from mirror.core.uri import LakeFSURI, parse_uri
 

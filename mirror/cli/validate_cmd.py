@@ -145,8 +145,8 @@ def _lookup_commit(args: argparse.Namespace) -> tuple[str, str]:
     Raises:
         CLIError: the configuration is invalid or the server refused or failed.
     """
-    from mirror.cli.client import LakeFSClient
-    from mirror.cli.config import api_base_url, load_config
+    from mirror.client.client import LakeFSClient
+    from mirror.client.config import api_base_url, load_config
 
     config = load_config(getattr(args, "config", None), os.environ)
     if args.server:
@@ -312,7 +312,7 @@ def run_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     complete, 1 when something is missing. Bad arguments or configuration print one line to
     ``err`` and return 2; a server error returns the client commands' code for it.
     """
-    from mirror.cli.errors import CLIError, ExitCode
+    from mirror.client.errors import CLIError, ExitCode
     from mirror.config import ConfigurationError, load_config, with_overrides
     from mirror.errors import UnavailableError
 

@@ -41,7 +41,7 @@ from mirror.gateway.sig.chunked import ChunkedFormat, decode_aws_chunked
 from mirror.gateway.sig.payload import checked_body, payload_checks
 from mirror.gateway.sig.v2 import V2Auth, check_time_v2, parse_v2, verify_v2
 from mirror.gateway.sig.v4 import STREAMING_PAYLOADS, V4Auth, check_time, parse_v4, verify_v4
-from mirror.logging import note_user
+from mirror.httputil.request_log import note_user
 
 if TYPE_CHECKING:
     from starlette.requests import Request

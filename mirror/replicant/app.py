@@ -27,7 +27,7 @@ from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.auth.store import AuthStore
 from mirror.errors import AuthenticationError, InvalidValueError, LakeMirrorError
 from mirror.httputil.errors import install_error_handlers
-from mirror.logging import RequestLogMiddleware
+from mirror.httputil.request_log import RequestLogMiddleware
 from mirror.replicant.service import MirrorRequest, ReplicantService
 from mirror.replicant.state import MirrorConfig
 

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from mirror.cli.client import LakeFSClient
-from mirror.cli.config import load_config
-from mirror.cli.errors import AuthError, NotFoundError, UsageError
+from mirror.client.client import LakeFSClient
+from mirror.client.config import load_config
+from mirror.client.errors import AuthError, NotFoundError, UsageError
 from mirror.core.committed import METADATA_PREFIX
 from mirror.gc.layout import DATA_PREFIX, is_run_id, unified_prefix
 from mirror.spark.gc_storage import S3Options, StorageRoot

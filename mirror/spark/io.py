@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from mirror.cli.client import LakeFSClient
-from mirror.cli.config import load_config
-from mirror.cli.errors import AuthError, CLIError, RejectedError
-from mirror.cli.errors import NotFoundError as CLINotFoundError
-from mirror.cli.errors import UnavailableError as CLIUnavailableError
+from mirror.client.client import LakeFSClient
+from mirror.client.config import load_config
+from mirror.client.errors import AuthError, CLIError, RejectedError
+from mirror.client.errors import NotFoundError as CLINotFoundError
+from mirror.client.errors import UnavailableError as CLIUnavailableError
 from mirror.core.errors import InvalidURIError
 from mirror.core.ids import CommitID
 from mirror.core.paths import DataPathProvider

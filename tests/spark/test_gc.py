@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from mirror.cli.client import LakeFSClient
-from mirror.cli.config import ClientConfig, api_base_url
-from mirror.cli.errors import AuthError, NotFoundError, UsageError
+from mirror.client.client import LakeFSClient
+from mirror.client.config import ClientConfig, api_base_url
+from mirror.client.errors import AuthError, NotFoundError, UsageError
 from mirror.spark.gc import run_gc
 from mirror.spark.submit import GC_JOB
 from tests.integration.harness import Server, running_server, unique

@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from mirror import spark as lakespark
-from mirror.cli.client import LakeFSClient
-from mirror.cli.config import ClientConfig, api_base_url
+from mirror.client.client import LakeFSClient
+from mirror.client.config import ClientConfig, api_base_url
 from mirror.core.errors import InvalidURIError
 from tests.integration.harness import Server, running_server, unique
 

@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from mirror import spark as lakespark
-from mirror.cli.client import LakeFSClient
-from mirror.cli.config import ClientConfig, api_base_url
+from mirror.client.client import LakeFSClient
+from mirror.client.config import ClientConfig, api_base_url
 from tests.e2e.regions import Region, SafetyChecker, TwoRegions, two_regions, unique, wait_for
 
 Row = tuple[int, int, str]

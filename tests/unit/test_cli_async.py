@@ -20,16 +20,16 @@ from mirror.cli.async_ops import (
     advertises_async,
     wait_for_task,
 )
-from mirror.cli.client import LakeFSClient
-from mirror.cli.config import ClientConfig
-from mirror.cli.errors import (
+from mirror.cli.progress import Spinner
+from mirror.client.client import LakeFSClient
+from mirror.client.config import ClientConfig
+from mirror.client.errors import (
     CLIError,
     ConflictError,
     ExitCode,
     RejectedError,
     UnavailableError,
 )
-from mirror.cli.progress import Spinner
 
 STATUS = "/repositories/r/branches/main/commits/async/CA1/status"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mirror.cli.client import LakeFSClient, error_for
-from mirror.cli.config import ClientConfig, api_base_url, load_config
-from mirror.cli.errors import CLIError, ExitCode, NotFoundError, UnavailableError, UsageError
 from mirror.cli.output import Output, format_size
 from mirror.cli.progress import Progress
+from mirror.client.client import LakeFSClient, error_for
+from mirror.client.config import ClientConfig, api_base_url, load_config
+from mirror.client.errors import CLIError, ExitCode, NotFoundError, UnavailableError, UsageError
 
 
 @pytest.mark.parametrize(

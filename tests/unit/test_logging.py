@@ -14,7 +14,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from mirror.logging import ACCESS_EVENT, REDACTED, RequestLogMiddleware, get_logger, note_user
+from mirror.httputil.request_log import ACCESS_EVENT, RequestLogMiddleware, note_user
+from mirror.logging import REDACTED, get_logger
 
 
 def signed_in(request: Request) -> PlainTextResponse:

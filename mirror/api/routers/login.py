@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from mirror.api.deps import StateDep
 from mirror.api.routing import LakeFSRoute
 from mirror.auth.tokens import LOGIN_COOKIE, LoginTokens
-from mirror.logging import note_user
+from mirror.httputil.request_log import note_user
 
 __all__ = ["AuthenticationToken", "LoginInformation", "logout_router", "router", "tokens_of"]
 

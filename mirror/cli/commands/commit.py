@@ -8,9 +8,9 @@ from typing import Any
 from mirror.cli import async_ops
 from mirror.cli.commands.options import positive_int
 from mirror.cli.context import Context, parse_metadata
-from mirror.cli.errors import UsageError
 from mirror.cli.output import Output, format_time
 from mirror.cli.uris import ref_uri
+from mirror.client.errors import UsageError
 
 __all__ = ["print_commit", "register"]
 

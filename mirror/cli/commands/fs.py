@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
-from mirror.cli.client import MAX_PAGE
 from mirror.cli.commands.options import add_yes_option, positive_int
 from mirror.cli.context import Context, parse_metadata
-from mirror.cli.errors import CLIError, NotFoundError, UsageError
 from mirror.cli.output import format_size, format_time
 from mirror.cli.progress import Progress
 from mirror.cli.uris import object_uri
+from mirror.client.client import MAX_PAGE
+from mirror.client.errors import CLIError, NotFoundError, UsageError
 
 __all__ = ["register"]
 

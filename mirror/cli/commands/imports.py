@@ -9,8 +9,8 @@ from typing import Any
 from urllib.parse import quote
 
 from mirror.cli.context import Context, parse_metadata
-from mirror.cli.errors import CLIError
 from mirror.cli.uris import ref_uri
+from mirror.client.errors import CLIError
 
 __all__ = ["POLL_INTERVAL", "register", "wait_for_import"]
 

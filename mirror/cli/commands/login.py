@@ -1,7 +1,7 @@
 """``lakemirror login`` and ``lakemirror logout``: a login token for the client commands.
 
 ``login`` trades the configured access key for a token (``POST /auth/login``) and keeps it in
-the token file (:mod:`mirror.cli.session`, mode 0600) for the configured endpoint: the other
+the token file (:mod:`mirror.client.session`, mode 0600) for the configured endpoint: the other
 client commands then sign in with it until it expires. ``--print`` prints the token instead of
 keeping it. The expiry is printed, never the secret; the token only with ``--print``.
 ``logout`` removes the kept token.
@@ -15,11 +15,11 @@ import binascii
 import json
 from datetime import UTC, datetime
 
-from mirror.cli.client import LakeFSClient
-from mirror.cli.config import ClientConfig
 from mirror.cli.context import Context
-from mirror.cli.errors import UsageError
-from mirror.cli.session import forget_token, save_token, token_path
+from mirror.client.client import LakeFSClient
+from mirror.client.config import ClientConfig
+from mirror.client.errors import UsageError
+from mirror.client.session import forget_token, save_token, token_path
 
 __all__ = ["register"]
 

@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 from mirror.cli.commands.options import add_yes_option
 from mirror.cli.context import Context
-from mirror.cli.errors import ConflictError, NotFoundError
 from mirror.cli.uris import repository_uri
+from mirror.client.errors import ConflictError, NotFoundError
 
 __all__ = ["register"]
 

@@ -19,11 +19,11 @@ from typing import Any
 from urllib.parse import quote
 
 from mirror.cli.async_ops import FIRST_POLL, LONGEST_POLL, advertises_async
-from mirror.cli.client import LakeFSClient, error_for
 from mirror.cli.context import Context
-from mirror.cli.errors import CLIError, UsageError
 from mirror.cli.progress import Spinner
 from mirror.cli.uris import repository_uri
+from mirror.client.client import LakeFSClient, error_for
+from mirror.client.errors import CLIError, UsageError
 
 __all__ = ["MANIFEST_KEYS", "register"]
 

@@ -6,8 +6,8 @@ import argparse
 
 from mirror.cli.commands.options import add_listing_options, add_yes_option
 from mirror.cli.context import Context
-from mirror.cli.errors import NotFoundError
 from mirror.cli.uris import ref_argument, ref_uri, repository_uri
+from mirror.client.errors import NotFoundError
 
 __all__ = ["register"]
 

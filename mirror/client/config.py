@@ -11,8 +11,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from mirror.cli.errors import UsageError
-from mirror.cli.session import load_token, token_path
+from mirror.client.errors import UsageError
+from mirror.client.session import load_token, token_path
 
 __all__ = [
     "CONFIG_FILE_ENV",

@@ -1,7 +1,7 @@
 """A small synchronous client of lakeFS's ``/api/v1`` over httpx, with lakeFS's errors mapped.
 
 Every method answers the server's JSON (``dict`` / ``list``) and raises a
-:class:`~mirror.cli.errors.CLIError` subclass chosen by the HTTP status, carrying the server's
+:class:`~mirror.client.errors.CLIError` subclass chosen by the HTTP status, carrying the server's
 ``message``.
 """
 
@@ -16,8 +16,8 @@ from urllib.parse import quote
 import httpx
 
 from mirror import __version__
-from mirror.cli.config import ClientConfig
-from mirror.cli.errors import (
+from mirror.client.config import ClientConfig
+from mirror.client.errors import (
     AuthError,
     CLIError,
     ConflictError,
