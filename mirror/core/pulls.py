@@ -18,8 +18,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
+from mirror.core.commits import CommitResult
 from mirror.core.errors import (
     INVALID_VALUE,
     LakeFSText,
@@ -32,14 +33,12 @@ from mirror.errors import ConflictError, InvalidValueError, NotFoundError
 from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
 from mirror.kv.protocol import KV
 
-if TYPE_CHECKING:
-    from mirror.core.catalog import Catalog
-
 __all__ = [
     "STATUSES",
     "BadPullRequestStatusError",
     "InvalidPullRequestIDError",
     "InvalidPullRequestStatusError",
+    "Merger",
     "PullRequest",
     "PullRequestConflictError",
     "PullRequestNotFoundError",
@@ -113,6 +112,19 @@ class PullRequestConflictError(LakeFSText, ConflictError):
 
     def __reduce__(self) -> tuple[type[PullRequestConflictError], tuple[str, list[str]]]:
         return (type(self), (self.destination, self.paths))
+
+
+class Merger(Protocol):
+    """What merging a pull request needs: a merge of one branch into another.
+
+    :class:`~mirror.core.catalog.Catalog` is one (it imports this module, never the reverse).
+    """
+
+    def merge(
+        self, repository: str, source: str, destination: str, *, committer: str = ""
+    ) -> CommitResult:
+        """Merge ``source`` into branch ``destination`` with the default message; return it."""
+        ...
 
 
 def _base32hex(data: bytes) -> str:
@@ -339,10 +351,11 @@ class PullRequestStore:
 
         return self.update(repo, pull_id, change)
 
-    def merge(self, catalog: Catalog, repo: Repository, pull_id: str, committer: str) -> CommitID:
+    def merge(self, catalog: Merger, repo: Repository, pull_id: str, committer: str) -> CommitID:
         """Merge an open pull request with the default message; mark it merged.
 
-        The merge goes through :meth:`Catalog.merge`, so everything a merge does (hooks
+        The merge goes through ``catalog.merge`` (:meth:`Catalog.merge
+        <mirror.core.catalog.Catalog.merge>` in a server), so everything a merge does (hooks
         included) happens here as well.
 
         Raises:
