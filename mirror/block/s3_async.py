@@ -1,7 +1,8 @@
 """Read-only asynchronous access to ``s3://`` namespaces (aioboto3), for many concurrent checks.
 
-aioboto3 is imported only here. The store shares namespace parsing, key mapping and error mapping
-with :class:`~mirror.block.s3.S3BlockStore`, so both see the same objects and raise the same
+aioboto3 is imported only here. The store builds its requests, reads the answers and maps the
+errors as :class:`~mirror.block.s3.S3BlockStore` does (both are
+:class:`~mirror.block.s3_common.S3Namespace`), so both see the same objects and raise the same
 errors.
 """
 
@@ -16,17 +17,13 @@ import aiobotocore.session
 from aiobotocore.parsers import AioResponseParserFactory, AioRestXMLParser
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mirror.block.errors import BlockNotFoundError, InvalidRangeError
+from mirror.block.errors import BlockNotFoundError
 from mirror.block.protocol import ObjectInfo
-from mirror.block.s3 import (
+from mirror.block.s3_common import S3Namespace, is_range_error
+from mirror.block.s3_config import (
     S3Settings,
     client_config,
-    is_range_error,
-    map_s3_error,
-    range_header,
-    s3_key,
     session_options,
-    split_s3_namespace,
     use_fast_timestamps,
 )
 from mirror.block.s3_listing import FastListingMixin, parse_listings_once, use_fast_listing
@@ -72,7 +69,7 @@ async def async_s3_client(settings: S3Settings | None = None) -> AsyncIterator[A
         yield client
 
 
-class AsyncS3BlockStore:
+class AsyncS3BlockStore(S3Namespace):
     """Read objects of ``s3://bucket/prefix`` without blocking the event loop.
 
     Offers the reading half of :class:`~mirror.block.protocol.BlockStore` as coroutines: ``head``,
@@ -82,17 +79,8 @@ class AsyncS3BlockStore:
     def __init__(
         self, namespace: str, client: AsyncS3Client, settings: S3Settings | None = None
     ) -> None:
-        self._namespace, self._bucket, self._base = split_s3_namespace(namespace)
+        super().__init__(namespace, settings)
         self._client = client
-        self._settings = settings or S3Settings()
-
-    @property
-    def namespace(self) -> str:
-        """Return the namespace URI of this store."""
-        return self._namespace
-
-    def _error(self, exc: Exception, key: str, action: str) -> Exception:
-        return map_s3_error(exc, self._bucket, self._base, key, action)
 
     async def head(self, key: str) -> ObjectInfo:
         """Return size and etag of the object at ``key``.
@@ -100,12 +88,9 @@ class AsyncS3BlockStore:
         Raises:
             BlockNotFoundError: no object at ``key``.
         """
-        full = s3_key(self._base, key)
-        try:
-            response = await self._client.head_object(Bucket=self._bucket, Key=full)
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, key, "head") from exc
-        return ObjectInfo(key, response["ContentLength"], response["ETag"].strip('"'))
+        with self._errors(key, "head"):
+            response = await self._client.head_object(**self._object(key))
+        return self._info(key, response)
 
     async def exists(self, key: str) -> bool:
         """Return whether ``key`` holds an object."""
@@ -122,49 +107,27 @@ class AsyncS3BlockStore:
             BlockNotFoundError: no object at ``key``.
             InvalidRangeError: ``start`` is negative or lies beyond the object's end.
         """
-        full = s3_key(self._base, key)
-        if start < 0:
-            raise InvalidRangeError(f"range start {start} is negative for {key!r}")
-        if end is not None and end <= start:
-            size = (await self.head(key)).size
-            if start > size or (start == size and size > 0):
-                raise InvalidRangeError(f"range start {start} beyond size {size} of {key!r}")
-            return b""
-        args: dict[str, Any] = {"Bucket": self._bucket, "Key": full}
-        if (byte_range := range_header(start, end)) is not None:
-            args["Range"] = byte_range
+        args = self._read_args(key, start, end)
+        if args is None:
+            return self._empty_read(key, start, (await self.head(key)).size)
         try:
             response = await self._client.get_object(**args)
             async with response["Body"] as body:
                 data: bytes = await body.read()
-        except ClientError as exc:
-            if is_range_error(exc):
-                if start == 0 and (await self.head(key)).size == 0:
-                    return b""
-                raise InvalidRangeError(f"range start {start} beyond the end of {key!r}") from exc
-            raise self._error(exc, key, "get") from exc
-        except BotoCoreError as exc:
-            raise self._error(exc, key, "get") from exc
+        except (ClientError, BotoCoreError) as exc:
+            # S3 refuses every range of an empty object, even one that starts at 0
+            if is_range_error(exc) and start == 0 and (await self.head(key)).size == 0:
+                return b""
+            raise self._read_error(exc, key, start) from exc
         return data
 
     async def list(self, prefix: str = "", start_after: str = "") -> AsyncIterator[ObjectInfo]:
         """Yield objects under ``prefix`` after ``start_after`` in key order, page by page."""
-        args: dict[str, Any] = {
-            "Bucket": self._bucket,
-            "Prefix": self._base + prefix,
-            "MaxKeys": self._settings.page_size,
-        }
-        if start_after:
-            args["StartAfter"] = self._base + start_after
-        cut = len(self._base)
+        args = self._list_args(prefix, start_after)
         while True:
-            try:
+            with self._errors(prefix, "list"):
                 page = await self._client.list_objects_v2(**args)
-            except (ClientError, BotoCoreError) as exc:
-                raise self._error(exc, prefix, "list") from exc
-            for obj in page.get("Contents", []):
-                yield ObjectInfo(obj["Key"][cut:], obj["Size"], obj["ETag"].strip('"'))
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
+            for info in self._listed(page):
+                yield info
+            if not self._next_page(args, page):
                 return
-            args["ContinuationToken"] = token
