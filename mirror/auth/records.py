@@ -109,7 +109,7 @@ def changes(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P
                 # part of the change may be written: announce it, keeping the first error
                 try:
                     self._cache.renew()
-                except Exception:
+                except Exception:  # nosec B110: the change's own error is the one to raise
                     pass
             raise
         finally:

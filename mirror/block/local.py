@@ -83,7 +83,7 @@ class LocalBlockStore:
         tmp_dir = self._root / _TMP
         tmp_dir.mkdir(parents=True, exist_ok=True)
         tmp = tmp_dir / uuid.uuid4().hex
-        md5 = hashlib.md5()
+        md5 = hashlib.md5(usedforsecurity=False)
         size = 0
         try:
             with open(tmp, "wb") as out:
@@ -160,7 +160,7 @@ class LocalBlockStore:
         try:
             etag = os.getxattr(path, _ETAG_XATTR).decode()
         except OSError:
-            md5 = hashlib.md5()
+            md5 = hashlib.md5(usedforsecurity=False)
             with open(path, "rb") as f:
                 while chunk := f.read(_CHUNK):
                     md5.update(chunk)
@@ -222,7 +222,7 @@ class LocalBlockStore:
         try:
             return os.getxattr(path, _ETAG_XATTR).decode()
         except OSError:
-            md5 = hashlib.md5()
+            md5 = hashlib.md5(usedforsecurity=False)
             with open(path, "rb") as f:
                 while chunk := f.read(_CHUNK):
                     md5.update(chunk)

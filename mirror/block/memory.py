@@ -53,7 +53,7 @@ class MemoryBlockStore:
         with self._lock:
             self.requests["put"] += 1
             self._store(key, body)
-        return ObjectInfo(key, len(body), hashlib.md5(body).hexdigest())
+        return ObjectInfo(key, len(body), hashlib.md5(body, usedforsecurity=False).hexdigest())
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         """Write ``data`` at ``key`` unless an object is there."""
@@ -85,7 +85,7 @@ class MemoryBlockStore:
                 body = self._objects[key]
             except KeyError:
                 raise BlockNotFoundError(key) from None
-        return ObjectInfo(key, len(body), hashlib.md5(body).hexdigest())
+        return ObjectInfo(key, len(body), hashlib.md5(body, usedforsecurity=False).hexdigest())
 
     def exists(self, key: str) -> bool:
         """Return whether ``key`` holds an object."""
@@ -107,7 +107,9 @@ class MemoryBlockStore:
                 if not key.startswith(prefix):
                     break
                 body = self._objects[key]
-                found.append(ObjectInfo(key, len(body), hashlib.md5(body).hexdigest()))
+                found.append(
+                    ObjectInfo(key, len(body), hashlib.md5(body, usedforsecurity=False).hexdigest())
+                )
         yield from found
 
     def delete(self, key: str) -> None:

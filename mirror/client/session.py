@@ -23,7 +23,7 @@ __all__ = [
     "token_path",
 ]
 
-TOKEN_FILE_ENV = "LAKEMIRROR_TOKEN_FILE"
+TOKEN_FILE_ENV = "LAKEMIRROR_TOKEN_FILE"  # nosec B105: a variable's name, not a secret
 EXPIRY_MARGIN = 30.0
 """Seconds before its expiry a token stops being used (a request must not expire in flight)."""
 

@@ -108,6 +108,6 @@ class CatalogContext:
             try:
                 return attempt()
             except RefPreconditionFailedError:
-                time.sleep(random.uniform(0, delay))
+                time.sleep(random.uniform(0, delay))  # nosec B311: backoff jitter, no secret
                 delay = min(cap, delay * 2)
         raise TooManyTriesError(f"{what}: gave up after {self.max_tries} concurrent updates")

@@ -25,7 +25,7 @@ READ_CHUNK = 8 << 20
 def multipart_etag(md5s: Iterable[str]) -> str:
     """Return S3's ETag of a multipart object (unquoted): MD5 of the parts' binary MD5s, ``-N``."""
     digests = [bytes.fromhex(m) for m in md5s]
-    return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
+    return f"{hashlib.md5(b''.join(digests), usedforsecurity=False).hexdigest()}-{len(digests)}"
 
 
 class _HashingReader(io.RawIOBase):
@@ -33,7 +33,7 @@ class _HashingReader(io.RawIOBase):
 
     def __init__(self) -> None:
         super().__init__()
-        self._md5 = hashlib.md5()
+        self._md5 = hashlib.md5(usedforsecurity=False)
         self.size = 0
         self._pending = memoryview(b"")
 

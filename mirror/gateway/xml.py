@@ -8,7 +8,7 @@ is not the expected, well-formed document (entity declarations included).
 from __future__ import annotations
 
 import time
-import xml.etree.ElementTree as ET
+import xml.etree.ElementTree as ET  # nosec B405: parse_xml refuses DTDs and entities
 from collections.abc import Iterable, Mapping
 from email.utils import formatdate
 from typing import TYPE_CHECKING
@@ -121,10 +121,18 @@ def parse_xml(body: bytes, root: str) -> ET.Element:
         S3Error: MalformedXML for a body that is not well-formed, declares a DTD or entities,
             or has another root.
     """
-    if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
+    try:
+        # decoded first, so that no other encoding (UTF-16, say) hides a declaration
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise S3Error(
+            S3Code.MALFORMED_XML, f"{S3Code.MALFORMED_XML.description} (not UTF-8)"
+        ) from exc
+    if "<!DOCTYPE" in text or "<!ENTITY" in text:
         raise S3Error(S3Code.MALFORMED_XML, f"{S3Code.MALFORMED_XML.description} (DTDs refused)")
     try:
-        el = ET.fromstring(body)
+        # a client's document, with no DTD and no entity declaration (refused above)
+        el = ET.fromstring(text)  # nosec B314
     except ET.ParseError as exc:
         raise S3Error(S3Code.MALFORMED_XML, f"{S3Code.MALFORMED_XML.description} ({exc})") from exc
     if _local(el.tag) != root:

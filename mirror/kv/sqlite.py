@@ -130,17 +130,11 @@ class SqliteKV:
         end = _prefix_end(prefix)
         cursor, op = max(prefix, start), ">="
         while True:
-            if end is None:
-                rows = self._run(
-                    f"SELECT key, value FROM kv WHERE key {op} ? ORDER BY key LIMIT {_PAGE}",
-                    (cursor,),
-                ).fetchall()
-            else:
-                rows = self._run(
-                    f"SELECT key, value FROM kv WHERE key {op} ? AND key < ? "
-                    f"ORDER BY key LIMIT {_PAGE}",
-                    (cursor, end),
-                ).fetchall()
+            # op is ">=" or ">" and _PAGE a constant: every value is a parameter
+            bound = "" if end is None else " AND key < ?"
+            where = f"SELECT key, value FROM kv WHERE key {op} ?{bound}"  # nosec B608
+            params = (cursor,) if end is None else (cursor, end)
+            rows = self._run(f"{where} ORDER BY key LIMIT {_PAGE}", params).fetchall()
             for k, v in rows:
                 yield bytes(k), bytes(v)
             if len(rows) < _PAGE:

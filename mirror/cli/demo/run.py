@@ -71,7 +71,9 @@ class Demo:
         simulator = regions.simulator
         children = self.deployment.children
         writer = self.writer = Writer(
-            regions.source, opts.commit_interval, random.Random(opts.seed)
+            regions.source,
+            opts.commit_interval,
+            random.Random(opts.seed),  # nosec B311: the demo's writer, seeded on purpose
         )
         observer = Observer(regions.replicant, regions.initial_head)
         view = View(self.out, opts.live)
