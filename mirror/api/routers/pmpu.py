@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException
 
 from mirror.api.convert import object_model
 from mirror.api.deps import CallerDep, StateDep
@@ -48,7 +49,6 @@ from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Entry, Reposito
 from mirror.core.protection import check_staging_write
 from mirror.core.validate import validate_path
 from mirror.errors import InvalidValueError
-from mirror.httputil.errors import error_response
 
 if TYPE_CHECKING:
     from mirror.block.s3_multipart import S3Multipart
@@ -170,16 +170,19 @@ def _uploader(state: StateDep, repo: Repository) -> S3Multipart | None:
     return uploader
 
 
-def _open_upload(state: StateDep, repository: str) -> tuple[Repository, S3Multipart] | Response:
-    """Return the writable repository and its multipart uploader, or lakeFS's 501.
+def _open_upload(state: StateDep, repository: str) -> tuple[Repository, S3Multipart]:
+    """Return the writable repository and its multipart uploader.
 
     The repository is looked up first (404, or 403 for a mirror), as lakeFS reads the storage
     configuration of the repository's store before it answers 501.
+
+    Raises:
+        HTTPException: 501, lakeFS's text: the repository's store cannot presign.
     """
     repo = _writable(state, repository)
     uploader = _uploader(state, repo)
     if uploader is None:
-        return error_response(501, UNSUPPORTED)
+        raise HTTPException(501, UNSUPPORTED)
     return repo, uploader
 
 
@@ -197,9 +200,10 @@ def _part_uploader(state: StateDep, repo: Repository) -> S3Multipart:
     return uploader
 
 
-def _check_part_number(number: int) -> None:
-    if not 1 <= number <= MAX_PARTS:
-        raise PmpuRequestError(f"part number must be between 1 and {MAX_PARTS}")
+def _staging_branch(state: StateDep, repo: Repository, branch: str) -> None:
+    """Check that the branch exists and takes staged writes (not protected)."""
+    state.catalog.get_branch(repo.id, branch)
+    check_staging_write(state.catalog.kv, repo, branch)
 
 
 def _writable(state: StateDep, repository: str) -> Repository:
@@ -225,6 +229,16 @@ def _key(request: Request, repo: Repository, branch: str, path: str, address: st
     return key
 
 
+def _part_key(
+    request: Request, repo: Repository, branch: str, path: str, number: int, address: str
+) -> str:
+    """Return the namespace key of a part call's upload, checking the path and part number."""
+    _require(path, "path")
+    if not 1 <= number <= MAX_PARTS:
+        raise PmpuRequestError(f"part number must be between 1 and {MAX_PARTS}")
+    return _key(request, repo, branch, path, address)
+
+
 @router.post(_PMPU, status_code=201, response_model=PresignMultipartUpload)
 def create_presign_multipart_upload(
     repository: str,
@@ -234,21 +248,16 @@ def create_presign_multipart_upload(
     caller: CallerDep,
     path: str = Query(""),
     parts: int | None = Query(None),
-) -> object:
+) -> PresignMultipartUpload:
     """Start a multipart upload at a fresh signed address; hand out ``parts`` part URLs."""
     _write_object(caller, repository, path)
-    catalog = state.catalog
-    opened = _open_upload(state, repository)
-    if isinstance(opened, Response):
-        return opened
-    repo, uploader = opened
-    catalog.get_branch(repository, branch)
-    check_staging_write(catalog.kv, repo, branch)
+    repo, uploader = _open_upload(state, repository)
+    _staging_branch(state, repo, branch)
     _require(path, "path")
     validate_path(path)
     if parts is not None and not 0 <= parts <= MAX_PARTS:
         raise PmpuRequestError(f"parts can be between 0 and {MAX_PARTS}")
-    address = f"{repo.storage_namespace.rstrip('/')}/{catalog.paths.new_path()}"
+    address = f"{repo.storage_namespace.rstrip('/')}/{state.catalog.paths.new_path()}"
     signed = signer(request).sign(repository, branch, path, address)
     key = signed[len(repo.storage_namespace.rstrip("/")) + 1 :]
     upload_id = uploader.create(key)
@@ -272,13 +281,11 @@ def upload_part(
     state: StateDep,
     caller: CallerDep,
     path: str = Query(""),
-) -> object:
+) -> UploadTo:
     """Hand out the presigned URL of part ``partNumber`` of the upload."""
     _write_object(caller, repository, path)
     repo = _writable(state, repository)
-    _require(path, "path")
-    _check_part_number(partNumber)
-    key = _key(request, repo, branch, path, body.physical_address)
+    key = _part_key(request, repo, branch, path, partNumber, body.physical_address)
     uploader = _part_uploader(state, repo)
     return UploadTo(presigned_url=uploader.presign_part(key, uploadId, partNumber, PRESIGN_EXPIRY))
 
@@ -309,9 +316,7 @@ def upload_part_copy(
     if source is None:
         raise PmpuRequestError("copy_source is required")
     source_repo = catalog.get_repository(source.repository)
-    _require(path, "path")
-    _check_part_number(partNumber)
-    key = _key(request, repo, branch, path, body.physical_address)
+    key = _part_key(request, repo, branch, path, partNumber, body.physical_address)
     stat = catalog.stat_object(source.repository, source.ref, source.path)
     uploader = _part_uploader(state, repo)
     byte_range = _s3().parse_copy_range(source.range)
@@ -335,21 +340,16 @@ def complete_presign_multipart_upload(
     state: StateDep,
     caller: CallerDep,
     path: str = Query(""),
-) -> object:
+) -> ObjectStats:
     """Complete the upload and stage the object at ``path`` (checksum: S3's ETag)."""
     _write_object(caller, repository, path)
-    catalog = state.catalog
-    opened = _open_upload(state, repository)
-    if isinstance(opened, Response):
-        return opened
-    repo, uploader = opened
+    repo, uploader = _open_upload(state, repository)
     _require(path, "path")
     _require(body.physical_address, "physical_address")
     if not body.parts:
         raise PmpuRequestError("parts are required")
     validate_path(path)
-    catalog.get_branch(repository, branch)
-    check_staging_write(catalog.kv, repo, branch)
+    _staging_branch(state, repo, branch)
     key = _key(request, repo, branch, path, body.physical_address)
     written = uploader.complete(key, uploadId, [(p.part_number, p.etag) for p in body.parts])
     entry = Entry(
@@ -361,7 +361,7 @@ def complete_presign_multipart_upload(
         metadata=dict(body.user_metadata or {}),
         address_type=AddressType.RELATIVE,
     )
-    return object_model(catalog.stage_object(repository, branch, path, entry))
+    return object_model(state.catalog.stage_object(repository, branch, path, entry))
 
 
 @router.delete(_PMPU + "/{uploadId}", status_code=204, response_class=Response)
@@ -377,10 +377,7 @@ def abort_presign_multipart_upload(
 ) -> Response:
     """Abort the upload; S3 drops its parts."""
     _write_object(caller, repository, path)
-    opened = _open_upload(state, repository)
-    if isinstance(opened, Response):
-        return opened
-    repo, uploader = opened
+    repo, uploader = _open_upload(state, repository)
     _require(path, "path")
     key = _key(request, repo, branch, path, body.physical_address)
     uploader.abort(key, uploadId)
