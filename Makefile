@@ -31,10 +31,15 @@ demo: install
 run: install
 	$(BIN)/lakemirror server --data-dir $(DATA_DIR)
 
+# ruff, mypy strict, the layer contracts (docs/architecture.md), the security lint, and the
+# declared dependencies against the imported ones
 lint: install
 	$(BIN)/ruff check mirror tests bench deploy
 	$(BIN)/ruff format --check mirror deploy
 	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/bandit --configfile pyproject.toml --recursive mirror --quiet
+	$(BIN)/deptry mirror
 
 test: lint tools
 	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(BIN)/pytest
