@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from pydantic import SecretStr
+from uvicorn.config import STARTUP_FAILURE
 
 from mirror.actions import ActionsService
 from mirror.api.app import create_app
@@ -15,7 +17,7 @@ from mirror.auth.secrets import cipher_from_config
 from mirror.auth.store import AuthStore
 from mirror.auth.tokens import LoginTokens
 from mirror.block.resolver import BlockResolver
-from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers
+from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers, worker_config
 from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig, S3Settings
 from mirror.core.catalog import Catalog
 from mirror.errors import UnavailableError
@@ -47,6 +49,7 @@ __all__ = [
     "open_kv",
     "register_s3",
     "run_server",
+    "worker_app",
 ]
 
 ADMIN_KEY_ENV = "LAKEMIRROR_ADMIN_ACCESS_KEY_ID"
@@ -314,6 +317,24 @@ def build_app(
     return with_gateway(api, state, api.state.metrics)
 
 
+def worker_app() -> ASGIApp:
+    """Build one worker's app from the configuration its parent handed over (uvicorn factory).
+
+    The worker opens its own KV and object-store clients, and closes them when it stops. A
+    start-up failure prints one line and exits with uvicorn's start-up failure code, which stops
+    the parent instead of restarting the worker forever.
+    """
+    config = worker_config()
+    configure_logging(config.logging.format, config.logging.level)
+    try:
+        catalog, schemes = open_catalog(config)
+    except (ConfigurationError, UnavailableError) as exc:
+        print(f"lakemirror server: worker {os.getpid()}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(STARTUP_FAILURE)
+    get_logger("mirror.server").info("worker started", pid=os.getpid())
+    return build_app(config, catalog, schemes, worker_header=True, close_kv=True)
+
+
 def _fail(exc: Exception) -> int:
     print(f"lakemirror server: {exc}", file=sys.stderr, flush=True)
     return 2 if isinstance(exc, ConfigurationError) else 1
@@ -357,7 +378,7 @@ def run_server(config: LakeMirrorConfig, *, out: TextIO, wait_for_setup: bool = 
             # each worker opens its own KV; the parent's is not needed while they serve
             catalog.kv.close()
             kv_open = False
-            started = serve_workers(config, workers=workers)
+            started = serve_workers(config, workers=workers, app_factory=worker_app)
         else:
             started = serve(
                 build_app(config, catalog, schemes),

@@ -9,11 +9,12 @@ request handler blocked in a thread, a worker ignoring cancellation), the proces
 With several workers, the parent binds one listening socket per worker on the same port
 (``SO_REUSEPORT``: the kernel spreads new connections evenly over them, where one shared socket
 lets whichever worker wakes first take a whole burst), then starts the workers under uvicorn's
-supervisor, which replaces a worker that dies. Each builds its own app with :func:`worker_app`
-from the configuration the parent handed over in a private temporary directory, which also
+supervisor, which replaces a worker that dies. Each builds its own app with the factory it was
+given (``lakemirror server``'s is :func:`mirror.cli.server.worker_app`) from the configuration
+the parent handed over (:func:`worker_config`) in a private temporary directory, which also
 holds the Prometheus multiprocess files that make ``/metrics`` add up every worker. SIGTERM to
 the parent is passed to every worker, each drains as above, and the parent exits 0 once all
-have.
+have. This module runs processes; what they serve is built by the caller.
 """
 
 from __future__ import annotations
@@ -37,9 +38,8 @@ import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
-from mirror.config import ConfigurationError, LakeMirrorConfig
-from mirror.errors import UnavailableError
-from mirror.logging import configure_logging, get_logger
+from mirror.config import LakeMirrorConfig
+from mirror.logging import get_logger
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -52,7 +52,7 @@ __all__ = [
     "GracefulServer",
     "serve",
     "serve_workers",
-    "worker_app",
+    "worker_config",
 ]
 
 # h11 sends header names as given; lakeFS's client reads `Content-Range` of a 416
@@ -300,11 +300,20 @@ def _timeout(seconds: float) -> int:
     return max(0, int(-(-seconds // 1)))
 
 
-def serve_workers(config: LakeMirrorConfig, *, workers: int) -> bool:
+def serve_workers(
+    config: LakeMirrorConfig, *, workers: int, app_factory: Callable[[], ASGIApp]
+) -> bool:
     """Serve the API from ``workers`` processes on ``config``'s port until SIGTERM or SIGINT.
 
-    The parent keeps no KV open: each worker opens its own (:func:`worker_app`). Returns
-    ``False`` when a worker could not start (its reason is logged), ``True`` otherwise.
+    The parent keeps no KV open: each worker opens its own, in ``app_factory``, which reads the
+    configuration with :func:`worker_config`. Returns ``False`` when a worker could not start
+    (its reason is logged), ``True`` otherwise.
+
+    Args:
+        config: The process configuration, handed over to every worker.
+        workers: How many worker processes serve.
+        app_factory: Builds one worker's app; a module-level function, since each worker imports
+            it by name.
     """
     state = Path(tempfile.mkdtemp(prefix="lakemirror-server-"))
     saved = {name: os.environ.get(name) for name in (STATE_ENV, MULTIPROC_ENV)}
@@ -317,7 +326,7 @@ def serve_workers(config: LakeMirrorConfig, *, workers: int) -> bool:
         os.environ[STATE_ENV] = str(state)
         os.environ[MULTIPROC_ENV] = str(state / _METRICS_DIR)
         uv_config = uvicorn.Config(
-            f"{__name__}:worker_app",
+            f"{app_factory.__module__}:{app_factory.__qualname__}",
             factory=True,
             host=config.server.host,
             port=config.server.port,
@@ -354,22 +363,12 @@ def serve_workers(config: LakeMirrorConfig, *, workers: int) -> bool:
         shutil.rmtree(state, ignore_errors=True)
 
 
-def worker_app() -> ASGIApp:
-    """Build one worker's app from the configuration its parent handed over (uvicorn factory).
+def worker_config() -> LakeMirrorConfig:
+    """Return the configuration :func:`serve_workers` handed to this worker process.
 
-    The worker opens its own KV and object-store clients, and closes them when it stops. A
-    start-up failure prints one line and exits with uvicorn's start-up failure code, which stops
-    the parent instead of restarting the worker forever.
+    Raises:
+        KeyError: this process is no worker of :func:`serve_workers`.
     """
-    from mirror.cli.server import build_app, open_catalog
-
     state = Path(os.environ[STATE_ENV])
     config: LakeMirrorConfig = pickle.loads((state / _CONFIG_FILE).read_bytes())
-    configure_logging(config.logging.format, config.logging.level)
-    try:
-        catalog, schemes = open_catalog(config)
-    except (ConfigurationError, UnavailableError) as exc:
-        print(f"lakemirror server: worker {os.getpid()}: {exc}", file=sys.stderr, flush=True)
-        sys.exit(STARTUP_FAILURE)
-    get_logger("mirror.server").info("worker started", pid=os.getpid())
-    return build_app(config, catalog, schemes, worker_header=True, close_kv=True)
+    return config
