@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends
 
 from mirror.api.models import Pagination
+from mirror.api.routing import AfterQuery, AmountQuery, PrefixQuery
 
-__all__ = ["DEFAULT_AMOUNT", "MAX_PER_PAGE", "page", "page_size"]
+__all__ = [
+    "DEFAULT_AMOUNT",
+    "MAX_PER_PAGE",
+    "PageDep",
+    "PageQuery",
+    "page",
+    "page_query",
+    "page_size",
+]
 
 T = TypeVar("T")
+L = TypeVar("L")
 
 MAX_PER_PAGE = 1000
 DEFAULT_AMOUNT = 100
@@ -37,3 +51,54 @@ def page(
         results=len(results),
         max_per_page=MAX_PER_PAGE,
     )
+
+
+_BY_ID: Callable[[Any], str] = attrgetter("id")
+
+
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """The ``prefix``, ``after`` and ``amount`` query parameters of a list call.
+
+    Attributes:
+        prefix: Return items prefixed with this value.
+        after: Return items after this value.
+        amount: How many items to return (:func:`page_size` reads it).
+    """
+
+    prefix: str = ""
+    after: str = ""
+    amount: int = 0
+
+    def listed(
+        self,
+        model: Callable[..., L],
+        items: Iterable[T],
+        show: Callable[[T], Any],
+        key: Callable[[T], str] = _BY_ID,
+    ) -> L:
+        """Return the first page of ``items`` as ``model``: its pagination and results.
+
+        Args:
+            model: The list model (fields ``pagination`` and ``results``).
+            items: The items after :attr:`after`, in ``key`` order.
+            show: Returns the wire form of an item.
+            key: Returns an item's ``next_offset`` (default: its ``id``).
+        """
+        shown, pagination = page(items, self.amount, key)
+        return model(pagination=pagination, results=[show(item) for item in shown])
+
+
+async def page_query(
+    prefix: PrefixQuery = "", after: AfterQuery = "", amount: AmountQuery = 0
+) -> PageQuery:
+    """Read a list call's paging parameters (a FastAPI dependency, :data:`PageDep`).
+
+    A coroutine, so that FastAPI runs it on the event loop instead of a worker thread: it
+    only gathers its arguments.
+    """
+    return PageQuery(prefix, after, amount)
+
+
+PageDep = Annotated[PageQuery, Depends(page_query)]
+"""A list call's ``prefix``, ``after`` and ``amount``, in that order among its query parameters."""

@@ -1,4 +1,10 @@
-"""lakeFS's ``/auth`` API: users, access keys, groups, memberships, policies; and ``/user``."""
+"""lakeFS's ``/auth`` API: users, access keys, groups, memberships, policies; and ``/user``.
+
+Every call checks one permission, asks the auth store, and answers in one of a few shapes: a
+page of a list (:meth:`~mirror.api.paging.PageQuery.listed`), one record in its wire form, 201
+with no body for an attachment or a membership added, 204 for anything removed. The store
+raises what lakeFS answers with 404 (missing) and 409 (existing).
+"""
 
 from __future__ import annotations
 
@@ -20,9 +26,9 @@ from mirror.api.models import (
     UserList,
     UserModel,
 )
-from mirror.api.paging import page
+from mirror.api.paging import PageDep, PageQuery
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
-from mirror.auth.model import Policy
+from mirror.auth.model import Credential, Policy
 from mirror.auth.permissions import (
     ALL_RESOURCES,
     Action,
@@ -51,6 +57,18 @@ def _created() -> Response:
     return Response(status_code=201)
 
 
+def _credentials_model(credentials: Credential) -> CredentialsModel:
+    """Return the wire form of an access key: its ID and creation date, never its secret."""
+    return CredentialsModel(
+        access_key_id=credentials.access_key_id, creation_date=credentials.creation_date
+    )
+
+
+def _policy(policy_id: str, body: PolicyModel, creation_date: int) -> Policy:
+    statements = tuple(validate_statement(s.effect, s.action, s.resource) for s in body.statement)
+    return Policy(policy_id, creation_date, statements)
+
+
 @router.get("/user", response_model=CurrentUser)
 def get_current_user(caller: OptionalCallerDep) -> CurrentUser:
     """Return the user who signed the request; an empty user when it presents no credentials.
@@ -67,17 +85,10 @@ def get_current_user(caller: OptionalCallerDep) -> CurrentUser:
 
 
 @router.get("/auth/users", response_model=UserList)
-def list_users(
-    state: StateDep,
-    caller: CallerDep,
-    prefix: PrefixQuery = "",
-    after: AfterQuery = "",
-    amount: AmountQuery = 0,
-) -> UserList:
+def list_users(state: StateDep, caller: CallerDep, paging: PageDep) -> UserList:
     """List users by ID."""
     caller.require(Permission(Action.LIST_USERS, ALL_RESOURCES))
-    users, pagination = page(state.auth.list_users(prefix, after), amount, lambda u: u.id)
-    return UserList(pagination=pagination, results=[user_model(u) for u in users])
+    return paging.listed(UserList, state.auth.list_users(paging.prefix, paging.after), user_model)
 
 
 @router.post("/auth/users", status_code=201, response_model=UserModel)
@@ -103,20 +114,11 @@ def delete_user(userId: str, state: StateDep, caller: CallerDep) -> Response:
 
 
 @router.get(_USER + "/groups", response_model=GroupList)
-def list_user_groups(
-    userId: str,
-    state: StateDep,
-    caller: CallerDep,
-    prefix: PrefixQuery = "",
-    after: AfterQuery = "",
-    amount: AmountQuery = 0,
-) -> GroupList:
+def list_user_groups(userId: str, state: StateDep, caller: CallerDep, paging: PageDep) -> GroupList:
     """List the groups a user belongs to."""
     caller.require(Permission(Action.READ_USER, user_arn(userId)))
-    groups, pagination = page(
-        state.auth.list_user_groups(userId, prefix, after), amount, lambda g: g.id
-    )
-    return GroupList(pagination=pagination, results=[group_model(g) for g in groups])
+    groups = state.auth.list_user_groups(userId, paging.prefix, paging.after)
+    return paging.listed(GroupList, groups, group_model)
 
 
 @router.get(_USER + "/policies", response_model=PolicyList)
@@ -130,21 +132,18 @@ def list_user_policies(
     effective: bool = False,
 ) -> PolicyList:
     """List the policies attached to a user (``effective``: also through its groups)."""
+    # no PageDep here: lakeFS lists ``effective`` after the paging parameters, and a
+    # dependency's parameters would follow the call's own in the OpenAPI document
     caller.require(Permission(Action.READ_USER, user_arn(userId)))
-    policies, pagination = page(
-        state.auth.list_user_policies(userId, effective=effective, prefix=prefix, after=after),
-        amount,
-        lambda p: p.id,
+    policies = state.auth.list_user_policies(
+        userId, effective=effective, prefix=prefix, after=after
     )
-    return PolicyList(pagination=pagination, results=[policy_model(p) for p in policies])
+    return PageQuery(prefix, after, amount).listed(PolicyList, policies, policy_model)
 
 
 @router.put(_USER + "/policies/{policyId}", status_code=201, response_class=Response)
 def attach_policy_to_user(
-    userId: str,
-    policyId: str,
-    state: StateDep,
-    caller: CallerDep,
+    userId: str, policyId: str, state: StateDep, caller: CallerDep
 ) -> Response:
     """Attach a policy to a user."""
     caller.require(Permission(Action.ATTACH_POLICY, user_arn(userId)))
@@ -154,10 +153,7 @@ def attach_policy_to_user(
 
 @router.delete(_USER + "/policies/{policyId}", status_code=204, response_class=Response)
 def detach_policy_from_user(
-    userId: str,
-    policyId: str,
-    state: StateDep,
-    caller: CallerDep,
+    userId: str, policyId: str, state: StateDep, caller: CallerDep
 ) -> Response:
     """Detach a policy from a user."""
     caller.require(Permission(Action.DETACH_POLICY, user_arn(userId)))
@@ -170,33 +166,16 @@ def detach_policy_from_user(
 
 @router.get(_USER + "/credentials", response_model=CredentialsList)
 def list_user_credentials(
-    userId: str,
-    state: StateDep,
-    caller: CallerDep,
-    prefix: PrefixQuery = "",
-    after: AfterQuery = "",
-    amount: AmountQuery = 0,
+    userId: str, state: StateDep, caller: CallerDep, paging: PageDep
 ) -> CredentialsList:
     """List a user's access keys (never their secrets)."""
     caller.require(Permission(Action.LIST_CREDENTIALS, user_arn(userId)))
-    creds, pagination = page(
-        state.auth.list_credentials(userId, prefix, after), amount, lambda c: c.access_key_id
-    )
-    return CredentialsList(
-        pagination=pagination,
-        results=[
-            CredentialsModel(access_key_id=c.access_key_id, creation_date=c.creation_date)
-            for c in creds
-        ],
-    )
+    keys = state.auth.list_credentials(userId, paging.prefix, paging.after)
+    return paging.listed(CredentialsList, keys, _credentials_model, key=lambda c: c.access_key_id)
 
 
 @router.post(_USER + "/credentials", status_code=201, response_model=CredentialsWithSecret)
-def create_credentials(
-    userId: str,
-    state: StateDep,
-    caller: CallerDep,
-) -> CredentialsWithSecret:
+def create_credentials(userId: str, state: StateDep, caller: CallerDep) -> CredentialsWithSecret:
     """Create an access key; its secret is in this response and nowhere else, ever."""
     caller.require(Permission(Action.CREATE_CREDENTIALS, user_arn(userId)))
     created = state.auth.create_credentials(userId)
@@ -209,23 +188,16 @@ def create_credentials(
 
 @router.get(_USER + "/credentials/{accessKeyId}", response_model=CredentialsModel)
 def get_credentials(
-    userId: str,
-    accessKeyId: str,
-    state: StateDep,
-    caller: CallerDep,
+    userId: str, accessKeyId: str, state: StateDep, caller: CallerDep
 ) -> CredentialsModel:
     """Return one of a user's access keys (without its secret)."""
     caller.require(Permission(Action.READ_CREDENTIALS, user_arn(userId)))
-    cred = state.auth.get_credentials(userId, accessKeyId)
-    return CredentialsModel(access_key_id=cred.access_key_id, creation_date=cred.creation_date)
+    return _credentials_model(state.auth.get_credentials(userId, accessKeyId))
 
 
 @router.delete(_USER + "/credentials/{accessKeyId}", status_code=204, response_class=Response)
 def delete_credentials(
-    userId: str,
-    accessKeyId: str,
-    state: StateDep,
-    caller: CallerDep,
+    userId: str, accessKeyId: str, state: StateDep, caller: CallerDep
 ) -> Response:
     """Delete one of a user's access keys."""
     caller.require(Permission(Action.DELETE_CREDENTIALS, user_arn(userId)))
@@ -237,17 +209,12 @@ def delete_credentials(
 
 
 @router.get("/auth/groups", response_model=GroupList)
-def list_groups(
-    state: StateDep,
-    caller: CallerDep,
-    prefix: PrefixQuery = "",
-    after: AfterQuery = "",
-    amount: AmountQuery = 0,
-) -> GroupList:
+def list_groups(state: StateDep, caller: CallerDep, paging: PageDep) -> GroupList:
     """List groups by ID."""
     caller.require(Permission(Action.LIST_GROUPS, ALL_RESOURCES))
-    groups, pagination = page(state.auth.list_groups(prefix, after), amount, lambda g: g.id)
-    return GroupList(pagination=pagination, results=[group_model(g) for g in groups])
+    return paging.listed(
+        GroupList, state.auth.list_groups(paging.prefix, paging.after), group_model
+    )
 
 
 @router.post("/auth/groups", status_code=201, response_model=GroupModel)
@@ -278,28 +245,16 @@ def delete_group(groupId: str, state: StateDep, caller: CallerDep) -> Response:
 
 @router.get(_GROUP + "/members", response_model=UserList)
 def list_group_members(
-    groupId: str,
-    state: StateDep,
-    caller: CallerDep,
-    prefix: PrefixQuery = "",
-    after: AfterQuery = "",
-    amount: AmountQuery = 0,
+    groupId: str, state: StateDep, caller: CallerDep, paging: PageDep
 ) -> UserList:
     """List the members of a group."""
     caller.require(Permission(Action.READ_GROUP, group_arn(groupId)))
-    users, pagination = page(
-        state.auth.list_members(groupId, prefix, after), amount, lambda u: u.id
-    )
-    return UserList(pagination=pagination, results=[user_model(u) for u in users])
+    members = state.auth.list_members(groupId, paging.prefix, paging.after)
+    return paging.listed(UserList, members, user_model)
 
 
 @router.put(_GROUP + "/members/{userId}", status_code=201, response_class=Response)
-def add_group_membership(
-    groupId: str,
-    userId: str,
-    state: StateDep,
-    caller: CallerDep,
-) -> Response:
+def add_group_membership(groupId: str, userId: str, state: StateDep, caller: CallerDep) -> Response:
     """Add a user to a group."""
     caller.require(Permission(Action.ADD_GROUP_MEMBER, group_arn(groupId)))
     state.auth.add_member(groupId, userId)
@@ -308,10 +263,7 @@ def add_group_membership(
 
 @router.delete(_GROUP + "/members/{userId}", status_code=204, response_class=Response)
 def delete_group_membership(
-    groupId: str,
-    userId: str,
-    state: StateDep,
-    caller: CallerDep,
+    groupId: str, userId: str, state: StateDep, caller: CallerDep
 ) -> Response:
     """Remove a user from a group."""
     caller.require(Permission(Action.REMOVE_GROUP_MEMBER, group_arn(groupId)))
@@ -321,27 +273,17 @@ def delete_group_membership(
 
 @router.get(_GROUP + "/policies", response_model=PolicyList)
 def list_group_policies(
-    groupId: str,
-    state: StateDep,
-    caller: CallerDep,
-    prefix: PrefixQuery = "",
-    after: AfterQuery = "",
-    amount: AmountQuery = 0,
+    groupId: str, state: StateDep, caller: CallerDep, paging: PageDep
 ) -> PolicyList:
     """List the policies attached to a group."""
     caller.require(Permission(Action.READ_GROUP, group_arn(groupId)))
-    policies, pagination = page(
-        state.auth.list_group_policies(groupId, prefix, after), amount, lambda p: p.id
-    )
-    return PolicyList(pagination=pagination, results=[policy_model(p) for p in policies])
+    policies = state.auth.list_group_policies(groupId, paging.prefix, paging.after)
+    return paging.listed(PolicyList, policies, policy_model)
 
 
 @router.put(_GROUP + "/policies/{policyId}", status_code=201, response_class=Response)
 def attach_policy_to_group(
-    groupId: str,
-    policyId: str,
-    state: StateDep,
-    caller: CallerDep,
+    groupId: str, policyId: str, state: StateDep, caller: CallerDep
 ) -> Response:
     """Attach a policy to a group."""
     caller.require(Permission(Action.ATTACH_POLICY, group_arn(groupId)))
@@ -351,10 +293,7 @@ def attach_policy_to_group(
 
 @router.delete(_GROUP + "/policies/{policyId}", status_code=204, response_class=Response)
 def detach_policy_from_group(
-    groupId: str,
-    policyId: str,
-    state: StateDep,
-    caller: CallerDep,
+    groupId: str, policyId: str, state: StateDep, caller: CallerDep
 ) -> Response:
     """Detach a policy from a group."""
     caller.require(Permission(Action.DETACH_POLICY, group_arn(groupId)))
@@ -365,23 +304,12 @@ def detach_policy_from_group(
 # policies
 
 
-def _policy(policy_id: str, body: PolicyModel, creation_date: int) -> Policy:
-    statements = tuple(validate_statement(s.effect, s.action, s.resource) for s in body.statement)
-    return Policy(policy_id, creation_date, statements)
-
-
 @router.get("/auth/policies", response_model=PolicyList)
-def list_policies(
-    state: StateDep,
-    caller: CallerDep,
-    prefix: PrefixQuery = "",
-    after: AfterQuery = "",
-    amount: AmountQuery = 0,
-) -> PolicyList:
+def list_policies(state: StateDep, caller: CallerDep, paging: PageDep) -> PolicyList:
     """List policies by ID."""
     caller.require(Permission(Action.LIST_POLICIES, ALL_RESOURCES))
-    policies, pagination = page(state.auth.list_policies(prefix, after), amount, lambda p: p.id)
-    return PolicyList(pagination=pagination, results=[policy_model(p) for p in policies])
+    policies = state.auth.list_policies(paging.prefix, paging.after)
+    return paging.listed(PolicyList, policies, policy_model)
 
 
 @router.post("/auth/policies", status_code=201, response_model=PolicyModel)
@@ -401,10 +329,7 @@ def get_policy(policyId: str, state: StateDep, caller: CallerDep) -> PolicyModel
 
 @router.put(_POLICY, response_model=PolicyModel)
 def update_policy(
-    policyId: str,
-    body: PolicyModel,
-    state: StateDep,
-    caller: CallerDep,
+    policyId: str, body: PolicyModel, state: StateDep, caller: CallerDep
 ) -> PolicyModel:
     """Replace a policy's statements."""
     caller.require(Permission(Action.UPDATE_POLICY, policy_arn(policyId)))
