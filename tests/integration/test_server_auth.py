@@ -225,6 +225,64 @@ def test_user_group_and_policy_management(http: httpx.Client, server: Server) ->
     assert http.get(f"/auth/users/{user}").status_code == 404
 
 
+def test_auth_lists_page_by_prefix_after_and_amount(
+    http: httpx.Client, client: lakefs.Client
+) -> None:
+    auth = client.sdk_client.auth_api
+    stem, group = unique("paged"), unique("g")
+    users = [f"{stem}-{n}" for n in range(3)]
+    for user in users:
+        auth.create_user(lakefs_sdk.UserCreation(id=user))
+    auth.create_group(lakefs_sdk.GroupCreation(id=group))
+    try:
+        first = auth.list_users(prefix=stem, amount=2)
+        assert [u.id for u in first.results] == users[:2]
+        assert first.pagination.to_dict() == {
+            "has_more": True,
+            "next_offset": users[1],
+            "results": 2,
+            "max_per_page": 1000,
+        }
+        rest = auth.list_users(prefix=stem, after=first.pagination.next_offset, amount=2)
+        assert [u.id for u in rest.results] == users[2:]
+        assert (rest.pagination.has_more, rest.pagination.next_offset) == (False, "")
+
+        # an access key's page ends at its key ID
+        keys = sorted(auth.create_credentials(users[0]).access_key_id for _ in range(2))
+        page = auth.list_user_credentials(users[0], amount=1)
+        assert [c.access_key_id for c in page.results] == keys[:1]
+        assert (page.pagination.has_more, page.pagination.next_offset) == (True, keys[0])
+        last = auth.list_user_credentials(users[0], after=keys[0])
+        assert [c.access_key_id for c in last.results] == keys[1:]
+        assert not last.pagination.has_more
+
+        for user in users:
+            auth.add_group_membership(group, user)
+        members = auth.list_group_members(group, prefix=stem, after=users[0], amount=1)
+        assert [m.id for m in members.results] == users[1:2]
+        assert members.pagination.next_offset == users[1]
+
+        # a user's own policies, then also its groups' (effective follows the paging)
+        auth.attach_policy_to_group(group, "FSReadAll")
+        auth.attach_policy_to_user(users[0], "FSReadWriteAll")
+        own = auth.list_user_policies(users[0], prefix="FS")
+        assert [p.id for p in own.results] == ["FSReadWriteAll"]
+        effective = auth.list_user_policies(users[0], prefix="FS", amount=1, effective=True)
+        assert [p.id for p in effective.results] == ["FSReadAll"]
+        assert (effective.pagination.has_more, effective.pagination.next_offset) == (
+            True,
+            "FSReadAll",
+        )
+
+        refused = http.get("/auth/users", params={"amount": "many"})
+        assert refused.status_code == 400
+        assert refused.json()["message"].startswith("invalid request: query.amount: ")
+    finally:
+        auth.delete_group(group)
+        for user in users:
+            auth.delete_user(user)
+
+
 def test_setup_is_done_once(server: Server, http: httpx.Client) -> None:
     assert httpx.get(f"{server.url}/api/v1/setup_lakefs").json()["state"] == "initialized"
     again = httpx.post(
