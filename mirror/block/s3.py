@@ -51,6 +51,8 @@ if TYPE_CHECKING:
         ListObjectsV2OutputTypeDef,
     )
 
+# the settings and the shared helpers are named here too: ``mirror.block.s3`` is where the
+# server, the replicant and the tools find everything they need to open an S3 store
 __all__ = [
     "S3BlockStore",
     "S3Settings",
