@@ -43,6 +43,7 @@ async def _catch_up(behind: int) -> dict[str, float]:
     from mirror.api.app import create_app
     from mirror.auth.store import AuthStore
     from mirror.block import BlockResolver
+    from mirror.cli.repository_cleanups import register_repository_cleanups
     from mirror.core.catalog import Catalog
     from mirror.kv import MemoryKV
     from mirror.replicant.client import LakeFSClient
@@ -61,6 +62,7 @@ async def _catch_up(behind: int) -> dict[str, float]:
         kv = MemoryKV()
         resolver = BlockResolver()
         catalog = Catalog(kv, resolver)
+        register_repository_cleanups(catalog)
         auth = AuthStore(kv)
         auth.bootstrap_admin("admin", *ADMIN)
         auth.create_user("replicator")

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from mirror.api.app import create_app
 from mirror.auth.store import AuthStore
 from mirror.block import BlockResolver
+from mirror.cli.repository_cleanups import register_repository_cleanups
 from mirror.core.catalog import Catalog
 from mirror.kv import MemoryKV
 from mirror.replicant.client import LakeFSClient
@@ -22,11 +23,13 @@ REPLICATOR = ("AKIAREPLICATOR000001", "replicator-secret")
 def region_app(resolver: BlockResolver, **options: Any) -> tuple[Catalog, FastAPI]:
     """Return a catalog on a fresh in-memory KV and its API app (``options``: create_app's).
 
-    The app knows an administrator (key :data:`ADMIN`) and a user holding the built-in
-    ``Replicator`` policy (key :data:`REPLICATOR`).
+    The catalog removes every record of a deleted repository, as a server's does. The app knows
+    an administrator (key :data:`ADMIN`) and a user holding the built-in ``Replicator`` policy
+    (key :data:`REPLICATOR`).
     """
     kv = MemoryKV()
     catalog = Catalog(kv, resolver)
+    register_repository_cleanups(catalog)
     auth = AuthStore(kv)
     auth.bootstrap_admin("admin", *ADMIN)
     auth.create_user("replicator")

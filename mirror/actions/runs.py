@@ -8,8 +8,8 @@ Every server process sharing the KV sees every run. Keys:
   ``branch`` and ``commit`` filters of the runs API.
 
 ``<instance>`` is the repository record's ``instance_uid``: a repository deleted and created
-again under the same name starts with no runs. Deleting a repository removes its runs
-(:meth:`RunStore.delete_repository`, a cleanup the API registers on the catalog).
+again under the same name starts with no runs. Deleting a repository removes its runs, and its
+pending post-events first (:func:`register_runs_cleanup` registers that on the catalog).
 
 Run IDs sort newest first (lakeFS's reverse-time IDs), so a prefix scan lists runs newest first.
 """
@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 
+from mirror.actions.pending import delete_pending
+from mirror.core.deletion import CleanupRegistry
 from mirror.core.model import Repository
 from mirror.errors import NotFoundError
 from mirror.kv.errors import KeyNotFoundError
@@ -33,6 +35,7 @@ __all__ = [
     "RunRecord",
     "RunStore",
     "new_run_id",
+    "register_runs_cleanup",
 ]
 
 _RUNS = b"actions/runs/"
@@ -198,3 +201,14 @@ class RunStore:
         start = base + after.encode() + b"\x00" if after else b""
         for _, raw in self.kv.scan(base, start):
             yield RunRecord.decode(raw)
+
+
+def register_runs_cleanup(registry: CleanupRegistry, kv: KV) -> None:
+    """Have deleted repositories' action runs and pending post-events removed with them."""
+    runs = RunStore(kv)
+
+    def cleanup(repo: Repository) -> None:
+        delete_pending(kv, repo)  # first: a pending event would record a run again
+        runs.delete_repository(repo)
+
+    registry.add_repository_cleanup("action runs", cleanup)

@@ -15,10 +15,6 @@ from mirror import __version__
 from mirror.api import health
 from mirror.api.deps import ApiState
 from mirror.api.errors import in_request_context
-from mirror.api.repository_cleanups import (
-    register_repository_cleanups,
-    resume_deletions_in_background,
-)
 from mirror.api.routers import (
     acl,
     auth,
@@ -105,6 +101,10 @@ def create_app(
 ) -> FastAPI:
     """Return the lakeFS-compatible API app.
 
+    Deleting a repository removes the records the layers above the core keep of it through the
+    cleanups registered on ``catalog``; the process assembling the app registers them
+    (:func:`mirror.cli.repository_cleanups.register_repository_cleanups`).
+
     Args:
         catalog: The versioning core to serve.
         auth_store: Users, keys, groups and policies (its built-ins are created if missing).
@@ -122,7 +122,6 @@ def create_app(
         logout_redirect_url: Where ``GET /logout`` sends the browser (``auth.logout_redirect_url``).
     """
     auth_store.ensure_builtins()
-    register_repository_cleanups(catalog)
     starters = tuple(on_startup)
     closers = tuple(on_shutdown)
     metrics = http_metrics.HttpMetrics()
@@ -137,7 +136,6 @@ def create_app(
             runner.start()
         for start in starters:
             start()
-        resume_deletions_in_background(catalog)
         try:
             yield
         finally:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from mirror.core.deletion import CleanupRegistry
 from mirror.core.model import Repository
 from mirror.kv.errors import KeyNotFoundError
 from mirror.kv.protocol import KV
 
-__all__ = ["HiddenBranches"]
+__all__ = ["HiddenBranches", "register_hidden_branches_cleanup"]
 
 
 class HiddenBranches:
@@ -42,3 +43,8 @@ class HiddenBranches:
         except KeyNotFoundError:
             return False
         return True
+
+
+def register_hidden_branches_cleanup(registry: CleanupRegistry, kv: KV) -> None:
+    """Have deleted repositories' hidden-branch marks removed with them."""
+    registry.add_repository_cleanup("hidden branches", HiddenBranches(kv).delete_repository)

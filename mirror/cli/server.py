@@ -17,6 +17,10 @@ from mirror.auth.secrets import cipher_from_config
 from mirror.auth.store import AuthStore
 from mirror.auth.tokens import LoginTokens
 from mirror.block.resolver import BlockResolver
+from mirror.cli.repository_cleanups import (
+    register_repository_cleanups,
+    resume_deletions_in_background,
+)
 from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers, worker_config
 from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig, S3Settings
 from mirror.core.catalog import Catalog
@@ -266,6 +270,10 @@ def build_app(
 ) -> ASGIApp:
     """Return the API app serving ``catalog`` as ``config`` says (and the S3 gateway, if enabled).
 
+    Every layer's repository cleanup is registered on ``catalog``, gateway enabled or not
+    (:mod:`mirror.cli.repository_cleanups`), and the app finishes, when it starts, the repository
+    deletions a failure left half-done.
+
     Args:
         config: The process configuration.
         catalog: The versioning core (from :func:`open_catalog`).
@@ -274,6 +282,7 @@ def build_app(
         close_kv: Close the catalog's KV when the app shuts down.
     """
     root = config.local_root().resolve()
+    register_repository_cleanups(catalog)
     closers: list[Callable[[], object]] = []
     starters: list[Callable[[], object]] = []
     if config.actions.enabled:
@@ -290,6 +299,8 @@ def build_app(
         starters.append(hooks.start)
         # the post-event hooks already queued record their runs before the KV closes
         closers.append(hooks.close)
+    # with every cleanup registered, the deletions a failure left half-done can be finished
+    starters.append(lambda: resume_deletions_in_background(catalog))
     if close_kv:
         closers.append(catalog.kv.close)
     api = create_app(

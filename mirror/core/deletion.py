@@ -9,8 +9,9 @@ deleting the repository removes them too. In order:
    (404, the name is free);
 3. the records of the instance go, each kind by its own cleanup: the staged changes of its
    branches, its refs (branches, tags, commits, settings), pull requests, metadata, and what the
-   layers above the core registered with :meth:`RepositoryDeletion.register` (action runs,
-   imports, hidden branches, GC rules);
+   layers above the core registered on a :class:`CleanupRegistry` (action runs, imports, hidden
+   branches, GC rules, the S3 gateway's multipart uploads: each layer offers the cleanup of the
+   records it keeps, and the process assembling the layers registers every one);
 4. the marker goes, once every cleanup succeeded.
 
 The record goes first so that a failure half-way never leaves a repository that still answers
@@ -26,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import suppress
+from typing import Protocol
 
 from mirror.core.model import Repository
 from mirror.core.pulls import PullRequestStore
@@ -36,7 +38,7 @@ from mirror.errors import LakeMirrorError, NotFoundError
 from mirror.kv.errors import KVPreconditionFailedError
 from mirror.kv.protocol import KV
 
-__all__ = ["MARKERS", "RepositoryCleanup", "RepositoryDeletion"]
+__all__ = ["MARKERS", "CleanupRegistry", "RepositoryCleanup", "RepositoryDeletion"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,17 @@ MARKERS = b"deleted-repos/"
 
 RepositoryCleanup = Callable[[Repository], None]
 """Removes every record one kind keeps of a deleted repository instance; idempotent."""
+
+
+class CleanupRegistry(Protocol):
+    """Where the layers above the core register the cleanup of each kind of record they keep.
+
+    :class:`~mirror.core.catalog.Catalog` is one: its deletions run every cleanup registered.
+    """
+
+    def add_repository_cleanup(self, name: str, cleanup: RepositoryCleanup) -> None:
+        """Run ``cleanup`` on every deleted repository instance (``name``: replaces its like)."""
+        ...
 
 
 def _marker(repo: Repository) -> bytes:

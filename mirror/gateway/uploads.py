@@ -19,7 +19,9 @@ absent, and each completion removes the records of its repository instance whose
 
 A repository deleted and created again under its name therefore neither lists nor completes the
 uploads of the one before (their IDs answer NoSuchUpload), and deleting a repository removes
-them (:meth:`UploadStore.delete_repository`, a cleanup the API registers on the catalog).
+them (:func:`register_uploads_cleanup` registers :meth:`UploadStore.delete_repository` on the
+catalog; every server process does, its gateway enabled or not, since any process may delete a
+repository whose uploads another one started).
 
 Earlier versions keyed the records by the repository name alone (``gateway/multipart/<repo>/…``).
 Those are not migrated: nothing reads that prefix, so an upload in progress across the upgrade
@@ -48,6 +50,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
 from mirror.block.protocol import BlockStore
+from mirror.core.deletion import CleanupRegistry
 from mirror.core.model import Repository
 from mirror.errors import LakeMirrorError
 from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
@@ -64,6 +67,7 @@ __all__ = [
     "new_upload_id",
     "part_address",
     "parts_digest",
+    "register_uploads_cleanup",
 ]
 
 PARTS_PREFIX = "_lakefs/multipart/"
@@ -413,3 +417,11 @@ class UploadStore:
         for prefix in (_scope(repo.id, repo.instance_uid), _legacy_scope(repo.id)):
             for key in [k for k, _ in self._kv.scan(prefix)]:
                 self._kv.delete(key)
+
+
+def register_uploads_cleanup(registry: CleanupRegistry, kv: KV) -> None:
+    """Have deleted repositories' multipart upload records removed with them.
+
+    The parts' bytes stay in the storage namespace, as the rest of it does.
+    """
+    registry.add_repository_cleanup("multipart uploads", UploadStore(kv).delete_repository)

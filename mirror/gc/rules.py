@@ -19,13 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mirror.core.deletion import CleanupRegistry
 from mirror.core.ids import BranchID
 from mirror.core.model import Repository, decode_json, encode_json
 from mirror.gc.errors import GCRulesNotFoundError, InvalidGCRulesError
 from mirror.kv.errors import KeyNotFoundError
 from mirror.kv.protocol import KV
 
-__all__ = ["MAX_RETENTION_DAYS", "GCRules", "GCRulesStore"]
+__all__ = ["MAX_RETENTION_DAYS", "GCRules", "GCRulesStore", "register_gc_rules_cleanup"]
 
 MAX_RETENTION_DAYS = 2**31 - 1
 """The largest day count lakeFS's rules hold (a 32-bit integer)."""
@@ -185,3 +186,8 @@ class GCRulesStore:
     def delete(self, repo: Repository) -> None:
         """Remove the rules of ``repo``; removing none is not an error (as in lakeFS)."""
         self.kv.delete(self._key(repo))
+
+
+def register_gc_rules_cleanup(registry: CleanupRegistry, kv: KV) -> None:
+    """Have deleted repositories' garbage collection rules removed with them."""
+    registry.add_repository_cleanup("gc rules", GCRulesStore(kv).delete)

@@ -3,7 +3,7 @@
 KV layout: ``imports/<repository>:<instance>/<id>`` → :class:`ImportRecord` (JSON), keyed by
 the repository instance (its ``instance_uid``) like every record of a repository: one created
 again under the name sees none of its predecessor's imports, and deleting the repository
-removes them (:meth:`ImportRecords.delete_repository`). The process running
+removes them (:func:`register_imports_cleanup` registers that on the catalog). The process running
 an import rewrites its record about every second (``ingested_objects``, ``update_time``) and
 when it ends; a cancel request rewrites it too, so every write is a compare-and-swap and the
 runner notices a cancel at its next save.
@@ -16,6 +16,7 @@ import secrets
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from mirror.core.deletion import CleanupRegistry
 from mirror.core.model import Repository
 from mirror.errors import NotFoundError
 from mirror.kv import KV, KeyNotFoundError, KVPreconditionFailedError
@@ -150,3 +151,8 @@ class ImportRecords:
         """Delete every import record of ``repo`` (none left: no error)."""
         for key in [k for k, _ in self.kv.scan(self._prefix(repo))]:
             self.kv.delete(key)
+
+
+def register_imports_cleanup(registry: CleanupRegistry, kv: KV) -> None:
+    """Have deleted repositories' import records removed with them."""
+    registry.add_repository_cleanup("imports", ImportRecords(kv).delete_repository)

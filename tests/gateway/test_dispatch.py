@@ -20,6 +20,7 @@ import pytest
 from mirror.api.app import create_app
 from mirror.auth.secrets import SecretCipher
 from mirror.auth.store import AuthStore
+from mirror.cli.repository_cleanups import register_repository_cleanups
 from mirror.config import GatewaySettings
 from mirror.core import open_memory
 from mirror.gateway.app import parse_address, with_gateway
@@ -39,6 +40,7 @@ def anyio_backend() -> str:
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     catalog = open_memory()
+    register_repository_cleanups(catalog)
     auth = AuthStore(catalog.kv, cipher=SecretCipher("test key"))
     auth.bootstrap_admin("admin", *ADMIN)
     api = create_app(catalog, auth)

@@ -5,6 +5,9 @@ changes, a pull request, an import, action runs, metadata, GC rules, a protectio
 hidden branch. Once deleted, a scan of the server's SQLite KV finds no key naming its instance
 (and none under its branches' staging tokens); a repository created again under the name
 starts empty.
+
+A server whose S3 gateway is disabled still removes the gateway's multipart uploads (another
+process may have started them), and finishes, when it starts, a deletion a failure left half-done.
 """
 
 from __future__ import annotations
@@ -14,11 +17,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import httpx
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
-from mirror.core.ids import BranchID
+from mirror.api.hidden import HiddenBranches
+from mirror.core.deletion import MARKERS
+from mirror.core.ids import BranchID, RepositoryID
 from mirror.core.model import Branch, Repository
+from mirror.gateway.uploads import Upload, UploadStore, new_upload_id
+from mirror.gc.rules import GCRules, GCRulesStore
+from mirror.imports.records import ImportRecord, ImportRecords
 from mirror.kv.sqlite import SqliteKV
 from tests.integration.harness import Server, running_server, unique
 from tests.webhooks import Receiver, webhook_receiver
@@ -138,3 +149,70 @@ def test_deleting_a_repository_leaves_nothing_of_its_instance(
         assert _ok(http.get(f"{repo_path}/actions/runs"), 200).json()["results"] == []
         assert _ok(http.get(f"{repo_path}/metadata"), 200).json() == {}
         _ok(http.get(f"{repo_path}/branches/main/import?id={import_id}"), 404)
+
+
+def _upload(kv: SqliteKV, repo: Repository) -> None:
+    """Record a multipart upload of ``repo`` as a gateway of another process would."""
+    upload = Upload(repo.id, repo.instance_uid, new_upload_id(), "main", "big.bin", 0.0, "admin")
+    UploadStore(kv).create(upload)
+
+
+def _naming(kv: SqliteKV, uid: str) -> list[bytes]:
+    return [key for key, _ in kv.scan(b"") if uid.encode() in key]
+
+
+def test_a_server_without_its_gateway_removes_every_record_and_resumes_deletions(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    kv = SqliteKV(data / "kv.sqlite")
+    try:
+        # a deletion a failure left half-done: its marker, and records kept above the core
+        left = Repository(
+            RepositoryID("left"), "local://left", BranchID("main"), 0, "left-instance-uid"
+        )
+        kv.set(MARKERS + f"{left.id}:{left.instance_uid}".encode(), left.encode())
+        _upload(kv, left)
+        ImportRecords(kv).create(left, ImportRecord("imp", left.id, "main", "task", 0.0))
+        HiddenBranches(kv).set(left, "dev", True)
+        GCRulesStore(kv).set(left, GCRules.of(7))
+        assert len(_naming(kv, left.instance_uid)) >= 5
+    finally:
+        kv.close()
+    env = {"LAKEMIRROR_GATEWAY__ENABLED": "false"}
+    with running_server(
+        data, tmp_path / "server.log", access_key_id=KEY[0], secret_access_key=KEY[1], env=env
+    ) as server:
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=server.url,
+            region_name="us-east-1",
+            aws_access_key_id=KEY[0],
+            aws_secret_access_key=KEY[1],
+            config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}),
+        )
+        with pytest.raises(ClientError):
+            s3.list_buckets()  # no gateway answers
+
+        kv = SqliteKV(data / "kv.sqlite")
+        try:
+            deadline = time.monotonic() + DEADLINE
+            while _naming(kv, left.instance_uid) or next(kv.scan(MARKERS), None):
+                assert time.monotonic() < deadline, _naming(kv, left.instance_uid)
+                time.sleep(0.05)
+
+            name = unique("nogw")
+            with httpx.Client(base_url=f"{server.url}/api/v1", auth=KEY, timeout=30.0) as http:
+                body = {"name": name, "storage_namespace": server.namespace(name)}
+                _ok(http.post("/repositories", json=body), 201)
+                repo = Repository.decode(kv.get(f"repos/{name}".encode()))
+                _upload(kv, repo)
+                assert next(kv.scan(f"gateway/multipart/{name}:".encode()), None) is not None
+
+                _ok(http.delete(f"/repositories/{name}"), 204)
+
+            assert _naming(kv, repo.instance_uid) == []
+            assert next(kv.scan(MARKERS), None) is None
+        finally:
+            kv.close()
