@@ -11,7 +11,7 @@ from mirror.config import ConfigurationError, LakeMirrorConfig, load_config, wit
 from mirror.errors import InvalidValueError, UnavailableError
 
 if TYPE_CHECKING:
-    from mirror.replicant.service import ServiceSettings
+    from mirror.replicant.settings import ServiceSettings
 
 __all__ = ["register_replicant_command", "run_replicant", "service_settings"]
 
@@ -57,8 +57,8 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def service_settings(config: LakeMirrorConfig) -> ServiceSettings:
-    """Return the :class:`~mirror.replicant.service.ServiceSettings` of ``config``."""
-    from mirror.replicant.service import ServiceSettings
+    """Return the :class:`~mirror.replicant.settings.ServiceSettings` of ``config``."""
+    from mirror.replicant.settings import ServiceSettings
 
     r = config.replicant
     settings = ServiceSettings(

@@ -10,8 +10,10 @@ app of :mod:`mirror.replicant.app` serves the configuration API and ``/metrics``
 from mirror.replicant.adoption import DivergedError, PreservedBranch
 from mirror.replicant.client import LakeFSClient, RemoteCommit
 from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.mirror_request import MirrorRequest
 from mirror.replicant.promotion import AlreadyPromotedError, NotSyncedError, PromotionReport
-from mirror.replicant.service import MirrorRequest, ReplicantService, ServiceSettings
+from mirror.replicant.service import ReplicantService
+from mirror.replicant.settings import ServiceSettings
 from mirror.replicant.state import BranchStatus, MirrorConfig, ReplicantStore
 from mirror.replicant.worker import MirrorWorker, WorkerSettings
 

@@ -20,23 +20,76 @@ from __future__ import annotations
 import heapq
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mirror.core.validate import validate_repository_id
 from mirror.errors import AlreadyExistsError, ConflictError, InvalidValueError, NotFoundError
 from mirror.logging import get_logger
 from mirror.replicant.client import LakeFSClient, RemoteCommit
-from mirror.replicant.state import MirrorConfig, MirrorExistsError, MirrorNotFoundError
+from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.mirror_request import MirrorRequest
+from mirror.replicant.state import (
+    MirrorConfig,
+    MirrorExistsError,
+    MirrorNotFoundError,
+    ReplicantStore,
+)
 from mirror.replicant.worker import parents_first
 
-if TYPE_CHECKING:
-    from mirror.replicant.service import MirrorRequest, ReplicantService
-
-__all__ = ["DivergedError", "PreservedBranch", "adopt", "preserved_name"]
+__all__ = ["AdoptionHost", "DivergedError", "PreservedBranch", "adopt", "preserved_name"]
 
 PRESERVED_PREFIX = "preserved-"
 _ANCESTRY_LIMIT = 100_000
 _log = get_logger("mirror.replicant")
+
+
+class AdoptionHost(Protocol):
+    """What an adoption uses of its region's replicant.
+
+    :class:`~mirror.replicant.service.ReplicantService` is one (it imports this module, never the
+    reverse).
+    """
+
+    @property
+    def store(self) -> ReplicantStore:
+        """Return the replicant's records in the region's KV."""
+        ...
+
+    @property
+    def metrics(self) -> ReplicantMetrics:
+        """Return the replicant's metrics."""
+        ...
+
+    @property
+    def local(self) -> LakeFSClient:
+        """Return the client of the replicant's own region."""
+        ...
+
+    def client(self, region: str) -> LakeFSClient:
+        """Return the API client of a configured region."""
+        ...
+
+    def now(self) -> float:
+        """Return the replicant's wall-clock time (seconds since the epoch)."""
+        ...
+
+    def check_region(self, request: MirrorRequest) -> None:
+        """Check that ``request`` mirrors into the replicant's region, with sane branch patterns."""
+        ...
+
+    async def open_namespace(self, namespace: str) -> None:
+        """Check that the validator can read ``namespace``."""
+        ...
+
+    async def find_source(
+        self, source_repo: str, source_region: str | None
+    ) -> tuple[str, dict[str, object]]:
+        """Return the region holding ``source_repo`` (the named one, or the only one) and it."""
+        ...
+
+    async def rebalance(self) -> None:
+        """Renew or take leases; start workers for mirrors held."""
+        ...
 
 
 class DivergedError(ConflictError):
@@ -162,7 +215,7 @@ async def _divergence(
 
 
 async def _check(
-    service: ReplicantService,
+    service: AdoptionHost,
     config: MirrorConfig,
     local_heads: dict[str, str],
 ) -> list[_Divergence]:
@@ -201,7 +254,7 @@ def _refusal(config: MirrorConfig, diverged: list[_Divergence], *, demoted: bool
     )
 
 
-async def _new_branch(service: ReplicantService, config: MirrorConfig, name: str, head: str) -> str:
+async def _new_branch(service: AdoptionHost, config: MirrorConfig, name: str, head: str) -> str:
     """Create branch ``name`` (or ``name-2``, ... if taken: a second pass in the same second)."""
     for attempt in range(1, 100):
         branch = name if attempt == 1 else f"{name}-{attempt}"
@@ -214,7 +267,7 @@ async def _new_branch(service: ReplicantService, config: MirrorConfig, name: str
 
 
 async def _preserve(
-    service: ReplicantService, config: MirrorConfig, diverged: list[_Divergence]
+    service: AdoptionHost, config: MirrorConfig, diverged: list[_Divergence]
 ) -> list[PreservedBranch]:
     kept: list[PreservedBranch] = []
     at = service.now()
@@ -242,7 +295,7 @@ async def _preserve(
 
 
 async def _keep_tags(
-    service: ReplicantService, config: MirrorConfig, diverged: list[_Divergence]
+    service: AdoptionHost, config: MirrorConfig, diverged: list[_Divergence]
 ) -> tuple[str, ...]:
     """Copy the tags of preserved commits to ``preserved-<tag>-<UTC>``; return every kept tag.
 
@@ -267,7 +320,7 @@ async def _keep_tags(
 
 
 async def adopt(
-    service: ReplicantService, source_repo: str, request: MirrorRequest
+    service: AdoptionHost, source_repo: str, request: MirrorRequest
 ) -> tuple[MirrorConfig, list[PreservedBranch]]:
     """Mirror ``source_repo`` into the existing local repository ``request.name``.
 

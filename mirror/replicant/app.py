@@ -28,7 +28,8 @@ from mirror.auth.store import AuthStore
 from mirror.errors import AuthenticationError, InvalidValueError, LakeMirrorError
 from mirror.httputil.errors import install_error_handlers
 from mirror.httputil.request_log import RequestLogMiddleware
-from mirror.replicant.service import MirrorRequest, ReplicantService
+from mirror.replicant.mirror_request import MirrorRequest
+from mirror.replicant.service import ReplicantService
 from mirror.replicant.state import MirrorConfig
 
 __all__ = [

@@ -13,21 +13,47 @@ moment it appears.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mirror.core.validate import validate_repository_id
 from mirror.errors import ConflictError, NotFoundError
 from mirror.logging import get_logger
-from mirror.replicant.client import RemoteCommit
+from mirror.replicant.client import LakeFSClient, RemoteCommit
+from mirror.replicant.readers import NamespaceReaders
+from mirror.replicant.settings import ServiceSettings
 from mirror.replicant.worker import parents_first
 from mirror.validator import MemoryValidatedRanges, Validator
 
-if TYPE_CHECKING:
-    from mirror.replicant.service import ReplicantService
-
-__all__ = ["CopiedBranch", "FilesMissingError", "copy_preserved"]
+__all__ = ["CopiedBranch", "FilesMissingError", "PreservationHost", "copy_preserved"]
 
 _log = get_logger("mirror.replicant")
+
+
+class PreservationHost(Protocol):
+    """What copying a preserved branch uses of its region's replicant.
+
+    :class:`~mirror.replicant.service.ReplicantService` is one (it imports this module, never the
+    reverse).
+    """
+
+    @property
+    def settings(self) -> ServiceSettings:
+        """Return the replica's region, peers and tuning."""
+        ...
+
+    @property
+    def readers(self) -> NamespaceReaders:
+        """Return the opener of the validator's readers of namespaces."""
+        ...
+
+    @property
+    def local(self) -> LakeFSClient:
+        """Return the client of the replicant's own region."""
+        ...
+
+    def peer(self, region: str) -> LakeFSClient:
+        """Return the API client of another configured region."""
+        ...
 
 
 class FilesMissingError(ConflictError):
@@ -51,7 +77,7 @@ class CopiedBranch:
 
 
 async def copy_preserved(
-    service: ReplicantService, repo: str, from_region: str, from_repo: str, branch: str
+    service: PreservationHost, repo: str, from_region: str, from_repo: str, branch: str
 ) -> CopiedBranch:
     """Copy ``branch`` of ``from_repo`` in ``from_region`` into the local repository ``repo``.
 

@@ -28,7 +28,7 @@ import asyncio
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mirror.core.errors import RepositoryNotAMirrorError
 from mirror.errors import (
@@ -41,15 +41,82 @@ from mirror.errors import (
 from mirror.logging import get_logger
 from mirror.replicant.client import LakeFSClient, RemoteCommit
 from mirror.replicant.history import Ancestry, commits_ahead
-from mirror.replicant.state import BranchStatus, Lag, MirrorConfig, MirrorNotFoundError
+from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.settings import ServiceSettings
+from mirror.replicant.state import (
+    BranchStatus,
+    Lag,
+    MirrorConfig,
+    MirrorNotFoundError,
+    ReplicantStore,
+)
 
-if TYPE_CHECKING:
-    from mirror.replicant.service import ReplicantService
-
-__all__ = ["AlreadyPromotedError", "NotSyncedError", "PromotionReport", "promote"]
+__all__ = [
+    "AlreadyPromotedError",
+    "NotSyncedError",
+    "PromotionHost",
+    "PromotionReport",
+    "promote",
+]
 
 _log = get_logger("mirror.replicant")
 _LAG_WALK_LIMIT = 100_000
+
+
+class PromotionHost(Protocol):
+    """What a promotion uses of its region's replicant.
+
+    :class:`~mirror.replicant.service.ReplicantService` is one (it imports this module, never the
+    reverse).
+    """
+
+    @property
+    def settings(self) -> ServiceSettings:
+        """Return the replica's region, peers and tuning."""
+        ...
+
+    @property
+    def store(self) -> ReplicantStore:
+        """Return the replicant's records in the region's KV."""
+        ...
+
+    @property
+    def metrics(self) -> ReplicantMetrics:
+        """Return the replicant's metrics."""
+        ...
+
+    @property
+    def local(self) -> LakeFSClient:
+        """Return the client of the replicant's own region."""
+        ...
+
+    def client(self, region: str) -> LakeFSClient:
+        """Return the API client of a configured region."""
+        ...
+
+    def now(self) -> float:
+        """Return the replicant's wall-clock time (seconds since the epoch)."""
+        ...
+
+    def get_mirror(self, source_repo: str, name: str) -> MirrorConfig:
+        """Return a mirror of ``source_repo``; raise :class:`MirrorNotFoundError` if none."""
+        ...
+
+    def status(self, name: str) -> list[BranchStatus]:
+        """Return the status of a mirror's branches."""
+        ...
+
+    def promotion_lock(self, name: str) -> asyncio.Lock:
+        """Return the lock serializing the replica's promotions of mirror ``name``."""
+        ...
+
+    async def stop_local_worker(self, name: str) -> None:
+        """Stop the replica's worker of a mirror being promoted."""
+        ...
+
+    async def delete_mirror(self, source_repo: str, name: str) -> None:
+        """Stop mirroring; the mirror repository stays."""
+        ...
 
 
 class AlreadyPromotedError(ConflictError):
@@ -87,7 +154,7 @@ def _when(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _lookup(service: ReplicantService, source_repo: str, name: str) -> MirrorConfig:
+def _lookup(service: PromotionHost, source_repo: str, name: str) -> MirrorConfig:
     try:
         return service.get_mirror(source_repo, name)
     except MirrorNotFoundError:
@@ -117,7 +184,7 @@ async def _tags(client: LakeFSClient, repo: str, config: MirrorConfig) -> dict[s
 
 
 async def promote(
-    service: ReplicantService,
+    service: PromotionHost,
     source_repo: str,
     name: str,
     *,
@@ -152,7 +219,7 @@ async def promote(
         return await _planned(service, config, timeout)
 
 
-async def _forced(service: ReplicantService, config: MirrorConfig) -> PromotionReport:
+async def _forced(service: PromotionHost, config: MirrorConfig) -> PromotionReport:
     statuses = service.status(config.name)
     await service.stop_local_worker(config.name)
     heads = await _mirrored_heads(service.local, config.name, config)
@@ -176,9 +243,7 @@ async def _forced(service: ReplicantService, config: MirrorConfig) -> PromotionR
     return await _finish(service, config, report)
 
 
-async def _planned(
-    service: ReplicantService, config: MirrorConfig, timeout: float
-) -> PromotionReport:
+async def _planned(service: PromotionHost, config: MirrorConfig, timeout: float) -> PromotionReport:
     source = service.client(config.source_region)
     source_name = f"{config.source_region}/{config.source_repo}"
     local = await service.local.get_repository(config.name)
@@ -281,7 +346,7 @@ def _behind(lag: Lag) -> str:
     return f"{lag.commits} commit(s)" if lag.exact else f"at least {lag.commits} commit(s)"
 
 
-def _lag_text(service: ReplicantService, config: MirrorConfig) -> str:
+def _lag_text(service: PromotionHost, config: MirrorConfig) -> str:
     behind = [
         f"{s.branch}: {_behind(s.lag)} behind (mirror at {s.mirror_head}, source at "
         f"{s.source_head}, {s.missing_objects} file(s) missing)"
@@ -291,7 +356,7 @@ def _lag_text(service: ReplicantService, config: MirrorConfig) -> str:
     return "lag: " + ("; ".join(behind) if behind else "no branch behind at the last poll")
 
 
-async def _restore(service: ReplicantService, config: MirrorConfig, source: LakeFSClient) -> None:
+async def _restore(service: PromotionHost, config: MirrorConfig, source: LakeFSClient) -> None:
     """Make the source writable again after a switchover that did not complete."""
     record = {
         "from": f"{service.settings.region}/{config.name}",
@@ -315,7 +380,7 @@ async def _restore(service: ReplicantService, config: MirrorConfig, source: Lake
 
 
 async def _finish(
-    service: ReplicantService,
+    service: PromotionHost,
     config: MirrorConfig,
     report: PromotionReport,
     *,

@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
-import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from mirror.block.errors import InvalidNamespaceError
 from mirror.block.resolver import split_namespace
@@ -35,9 +32,11 @@ from mirror.replicant.adoption import PreservedBranch
 from mirror.replicant.bulk import BulkFirstSync
 from mirror.replicant.client import LakeFSClient
 from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.mirror_request import MirrorRequest
 from mirror.replicant.preservation import CopiedBranch
 from mirror.replicant.promotion import PromotionReport
 from mirror.replicant.readers import NamespaceReaders
+from mirror.replicant.settings import ServiceSettings
 from mirror.replicant.state import (
     BranchStatus,
     MirrorConfig,
@@ -52,40 +51,6 @@ __all__ = ["MirrorRequest", "ReplicantService", "ServiceSettings", "UnknownRegio
 
 class UnknownRegionError(InvalidValueError):
     """A region name is not in the configuration (or cannot be used that way)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceSettings:
-    """How a replicant replica works."""
-
-    region: str
-    regions: dict[str, RegionSettings]
-    poll_interval: float = 1.0
-    lease_seconds: float = 15.0
-    concurrency: int = 32
-    list_threshold: int = 8
-    object_cache_size: int = 1_000_000
-    validated_heads_kept: int = 3
-    bulk_threshold: int = 0
-    shutdown_timeout: float = 25.0
-    replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-
-
-@dataclass(frozen=True, slots=True)
-class MirrorRequest:
-    """A request to mirror ``source_repo`` (the configuration API's body)."""
-
-    name: str
-    region: str
-    storage_namespace: str
-    """May be empty when adopting (``existing``): the repository's own namespace is used."""
-    source_region: str | None = None
-    branches: tuple[str, ...] = ("*",)
-    tags: bool = True
-    existing: bool = False
-    """Adopt the existing local repository ``name`` instead of creating one."""
-    preserve_diverged: bool = False
-    """When adopting, keep diverged branch heads on preserved branches instead of refusing."""
 
 
 class ReplicantService:
