@@ -121,7 +121,8 @@ def parse_action(source: str, data: bytes) -> Action:
         return ActionFileError(f"action file {source!r}: {why}")
 
     try:
-        doc = yaml.load(data, Loader=_Loader)  # nosec B506: _Loader is a yaml.SafeLoader
+        # _Loader is a yaml.SafeLoader
+        doc = yaml.load(data, Loader=_Loader)  # nosec B506
     except yaml.YAMLError as exc:
         raise fail(f"invalid YAML: {exc}") from None
     if not isinstance(doc, dict):

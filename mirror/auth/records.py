@@ -15,6 +15,7 @@ Layout (every ID is free of ``/``):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -107,10 +108,8 @@ def changes(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P
         except BaseException:
             if depth == 0:
                 # part of the change may be written: announce it, keeping the first error
-                try:
+                with contextlib.suppress(Exception):
                     self._cache.renew()
-                except Exception:  # nosec B110: the change's own error is the one to raise
-                    pass
             raise
         finally:
             local.depth = depth

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from xml.etree.ElementTree import Element, ParseError, TreeBuilder, XMLParser  # nosec B405
+from xml.etree.ElementTree import Element, ParseError, TreeBuilder, XMLParser
 
 from botocore import handlers as botocore_handlers
 from botocore.model import OperationModel, Shape, StructureShape

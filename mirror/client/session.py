@@ -23,7 +23,8 @@ __all__ = [
     "token_path",
 ]
 
-TOKEN_FILE_ENV = "LAKEMIRROR_TOKEN_FILE"  # nosec B105: a variable's name, not a secret
+# a variable's name, not a secret
+TOKEN_FILE_ENV = "LAKEMIRROR_TOKEN_FILE"  # nosec B105
 EXPIRY_MARGIN = 30.0
 """Seconds before its expiry a token stops being used (a request must not expire in flight)."""
 

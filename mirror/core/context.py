@@ -108,6 +108,7 @@ class CatalogContext:
             try:
                 return attempt()
             except RefPreconditionFailedError:
-                time.sleep(random.uniform(0, delay))  # nosec B311: backoff jitter, no secret
+                # backoff jitter, no secret
+                time.sleep(random.uniform(0, delay))  # nosec B311
                 delay = min(cap, delay * 2)
         raise TooManyTriesError(f"{what}: gave up after {self.max_tries} concurrent updates")

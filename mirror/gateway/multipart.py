@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
-import xml.etree.ElementTree as ET  # nosec B405: builds documents; parse_xml parses
+import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, BinaryIO, cast
 from urllib.parse import quote
 

@@ -173,7 +173,8 @@ class DynamoKV:
         self._pk: dict[str, Any] = {"S": settings.partition}
         self._owns_client = client is None
         self._client = client or make_dynamodb_client(settings)
-        self._random = random.Random()  # nosec B311: backoff jitter, no secret
+        # backoff jitter, no secret
+        self._random = random.Random()  # nosec B311
         self._lock = threading.Lock()
 
     @property

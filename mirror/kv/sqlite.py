@@ -13,6 +13,14 @@ from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError, KVUnav
 __all__ = ["SqliteKV"]
 
 _PAGE = 500
+
+# a page of a scan: from the cursor (">=" at first, ">" after a page), below the prefix's end
+_SCANS = {
+    (">=", False): "SELECT key, value FROM kv WHERE key >= ? ORDER BY key LIMIT ?",
+    (">", False): "SELECT key, value FROM kv WHERE key > ? ORDER BY key LIMIT ?",
+    (">=", True): "SELECT key, value FROM kv WHERE key >= ? AND key < ? ORDER BY key LIMIT ?",
+    (">", True): "SELECT key, value FROM kv WHERE key > ? AND key < ? ORDER BY key LIMIT ?",
+}
 _SCHEMA = "CREATE TABLE IF NOT EXISTS kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID"
 
 
@@ -130,11 +138,9 @@ class SqliteKV:
         end = _prefix_end(prefix)
         cursor, op = max(prefix, start), ">="
         while True:
-            # op is ">=" or ">" and _PAGE a constant: every value is a parameter
-            bound = "" if end is None else " AND key < ?"
-            where = f"SELECT key, value FROM kv WHERE key {op} ?{bound}"  # nosec B608
-            params = (cursor,) if end is None else (cursor, end)
-            rows = self._run(f"{where} ORDER BY key LIMIT {_PAGE}", params).fetchall()
+            query = _SCANS[op, end is not None]
+            params = (cursor, _PAGE) if end is None else (cursor, end, _PAGE)
+            rows = self._run(query, params).fetchall()
             for k, v in rows:
                 yield bytes(k), bytes(v)
             if len(rows) < _PAGE:

@@ -160,7 +160,8 @@ class ReplicationSimulator:
         self._prefix = prefix
         self._clock = clock
         self._replicate_deletes = replicate_deletes
-        self._random = random.Random(seed)  # nosec B311: a simulation, seeded on purpose
+        # a simulation, seeded on purpose
+        self._random = random.Random(seed)  # nosec B311
         # _lock guards the state below; _copy_lock is held for each copy and taken by the fault
         # controls, so that once a control returns no copy it forbids is in flight.
         self._lock = threading.Lock()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess  # nosec B404: the demo starts LakeMirror's own commands
+import subprocess
 import sys
 import threading
 import time
@@ -71,7 +71,8 @@ class Children:
         with open(log_path, "wb") as log:
             # a session of its own: Ctrl-C at the terminal reaches the demo only, which then
             # finishes its report before stopping the children
-            process = subprocess.Popen(  # nosec B603: our own argv, no shell
+            # our own argv, no shell
+            process = subprocess.Popen(  # nosec B603
                 command,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -73,7 +73,8 @@ class Demo:
         writer = self.writer = Writer(
             regions.source,
             opts.commit_interval,
-            random.Random(opts.seed),  # nosec B311: the demo's writer, seeded on purpose
+            # the demo's writer, seeded on purpose
+            random.Random(opts.seed),  # nosec B311
         )
         observer = Observer(regions.replicant, regions.initial_head)
         view = View(self.out, opts.live)
