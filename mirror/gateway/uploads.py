@@ -48,6 +48,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Self, cast
 
 from mirror.block.protocol import BlockStore
 from mirror.core.deletion import CleanupRegistry
@@ -55,6 +56,9 @@ from mirror.core.model import Repository
 from mirror.errors import LakeMirrorError
 from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError
 from mirror.kv.protocol import KV
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "COMPLETED_KEPT_SECONDS",
@@ -96,8 +100,22 @@ def part_address(upload_id: str, number: int) -> str:
     return f"{PARTS_PREFIX}{upload_id}/{number:05d}-{secrets.token_hex(8)}"
 
 
+class _Record:
+    """A KV record of a dataclass: sorted, compact JSON of its fields."""
+
+    def encode(self) -> bytes:
+        """Return the KV encoding of the record."""
+        fields = asdict(cast("DataclassInstance", self))
+        return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Self:
+        """Decode a record written by :meth:`encode`."""
+        return cls(**json.loads(data))
+
+
 @dataclass(frozen=True)
-class Upload:
+class Upload(_Record):
     """A multipart upload in progress.
 
     Attributes:
@@ -127,18 +145,9 @@ class Upload:
         """Return the S3 key, ``<branch>/<path>``."""
         return f"{self.branch}/{self.path}"
 
-    def encode(self) -> bytes:
-        """Return the KV encoding of the record."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> Upload:
-        """Decode a record written by :meth:`encode`."""
-        return cls(**json.loads(data))
-
 
 @dataclass(frozen=True)
-class Part:
+class Part(_Record):
     """One uploaded part.
 
     Attributes:
@@ -155,15 +164,6 @@ class Part:
     address: str
     modified: float
 
-    def encode(self) -> bytes:
-        """Return the KV encoding of the record."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> Part:
-        """Decode a record written by :meth:`encode`."""
-        return cls(**json.loads(data))
-
 
 def parts_digest(parts: Iterable[tuple[int, str]]) -> str:
     """Return the digest of a CompleteMultipartUpload's part list: ``(number, ETag)`` in order."""
@@ -172,7 +172,7 @@ def parts_digest(parts: Iterable[tuple[int, str]]) -> str:
 
 
 @dataclass(frozen=True)
-class Completed:
+class Completed(_Record):
     """A completed upload, remembered to answer its completion again.
 
     Attributes:
@@ -196,15 +196,6 @@ class Completed:
     etag: str
     location: str
     expires: float
-
-    def encode(self) -> bytes:
-        """Return the KV encoding of the record."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> Completed:
-        """Decode a record written by :meth:`encode`."""
-        return cls(**json.loads(data))
 
 
 def _scope(repository: str, instance_uid: str) -> bytes:

@@ -26,13 +26,12 @@ from mirror.core.validate import validate_repository_id
 from mirror.errors import AlreadyExistsError, ConflictError, InvalidValueError, NotFoundError
 from mirror.logging import get_logger
 from mirror.replicant.client import LakeFSClient, RemoteCommit
-from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.host import ReplicantHost
 from mirror.replicant.mirror_request import MirrorRequest
 from mirror.replicant.state import (
     MirrorConfig,
     MirrorExistsError,
     MirrorNotFoundError,
-    ReplicantStore,
 )
 from mirror.replicant.worker import parents_first
 
@@ -43,35 +42,8 @@ _ANCESTRY_LIMIT = 100_000
 _log = get_logger("mirror.replicant")
 
 
-class AdoptionHost(Protocol):
-    """What an adoption uses of its region's replicant.
-
-    :class:`~mirror.replicant.service.ReplicantService` is one (it imports this module, never the
-    reverse).
-    """
-
-    @property
-    def store(self) -> ReplicantStore:
-        """Return the replicant's records in the region's KV."""
-        ...
-
-    @property
-    def metrics(self) -> ReplicantMetrics:
-        """Return the replicant's metrics."""
-        ...
-
-    @property
-    def local(self) -> LakeFSClient:
-        """Return the client of the replicant's own region."""
-        ...
-
-    def client(self, region: str) -> LakeFSClient:
-        """Return the API client of a configured region."""
-        ...
-
-    def now(self) -> float:
-        """Return the replicant's wall-clock time (seconds since the epoch)."""
-        ...
+class AdoptionHost(ReplicantHost, Protocol):
+    """What an adoption uses of its region's replicant: a host that checks mirror requests."""
 
     def check_region(self, request: MirrorRequest) -> None:
         """Check that ``request`` mirrors into the replicant's region, with sane branch patterns."""

@@ -41,14 +41,13 @@ from mirror.errors import (
 from mirror.logging import get_logger
 from mirror.replicant.client import LakeFSClient, RemoteCommit
 from mirror.replicant.history import Ancestry, commits_ahead
-from mirror.replicant.metrics import ReplicantMetrics
+from mirror.replicant.host import ReplicantHost
 from mirror.replicant.settings import ServiceSettings
 from mirror.replicant.state import (
     BranchStatus,
     Lag,
     MirrorConfig,
     MirrorNotFoundError,
-    ReplicantStore,
 )
 
 __all__ = [
@@ -63,39 +62,12 @@ _log = get_logger("mirror.replicant")
 _LAG_WALK_LIMIT = 100_000
 
 
-class PromotionHost(Protocol):
-    """What a promotion uses of its region's replicant.
-
-    :class:`~mirror.replicant.service.ReplicantService` is one (it imports this module, never the
-    reverse).
-    """
+class PromotionHost(ReplicantHost, Protocol):
+    """What a promotion uses of its region's replicant: a host that knows its peers."""
 
     @property
     def settings(self) -> ServiceSettings:
         """Return the replica's region, peers and tuning."""
-        ...
-
-    @property
-    def store(self) -> ReplicantStore:
-        """Return the replicant's records in the region's KV."""
-        ...
-
-    @property
-    def metrics(self) -> ReplicantMetrics:
-        """Return the replicant's metrics."""
-        ...
-
-    @property
-    def local(self) -> LakeFSClient:
-        """Return the client of the replicant's own region."""
-        ...
-
-    def client(self, region: str) -> LakeFSClient:
-        """Return the API client of a configured region."""
-        ...
-
-    def now(self) -> float:
-        """Return the replicant's wall-clock time (seconds since the epoch)."""
         ...
 
     def get_mirror(self, source_repo: str, name: str) -> MirrorConfig:
