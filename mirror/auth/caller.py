@@ -41,6 +41,12 @@ class Caller:
         """Return whether :meth:`require` is a computation only (no KV read)."""
         return self._policies is not None
 
+    def allows(self, permission: Permission) -> bool:
+        """Return whether the user's policies allow ``permission`` (no error when they do not)."""
+        if self._policies is None:
+            self._policies = self.auth.effective_policies(self.user.id)
+        return is_allowed(self._policies, [permission], self.user.id)
+
     def require(self, *permissions: Permission) -> None:
         """Return if the user's policies allow every permission.
 

@@ -48,6 +48,31 @@ def test_current_user(make_user: MakeUser) -> None:
     assert isinstance(body["user"]["creation_date"], int)
 
 
+def test_a_user_asks_which_permissions_it_holds(make_user: MakeUser, server: Server) -> None:
+    checks = [
+        {"action": "fs:ReadRepository", "resource": "arn:lakefs:fs:::repository/any"},
+        {"action": "fs:CreateBranch", "resource": "arn:lakefs:fs:::repository/any/branch/*"},
+        {"action": "auth:ListUsers", "resource": "*"},
+    ]
+    body = {"permissions": checks}
+    reader, writer = make_user("Readers"), make_user("Writers")
+    answers = {
+        who: p.http.post("/user/permissions", json=body)
+        for who, p in (("r", reader), ("w", writer))
+    }
+    assert all(a.status_code == 200 for a in answers.values())
+    allowed = {who: [r["allowed"] for r in a.json()["results"]] for who, a in answers.items()}
+    assert allowed == {"r": [True, False, False], "w": [True, True, False]}
+    assert [
+        {"action": r["action"], "resource": r["resource"]} for r in answers["r"].json()["results"]
+    ] == checks
+    # only signed-in users may ask, and about themselves only
+    anonymous = httpx.post(f"{server.url}/api/v1/user/permissions", json=body)
+    assert anonymous.status_code == 401
+    too_many = reader.http.post("/user/permissions", json={"permissions": checks * 400})
+    assert too_many.status_code == 400
+
+
 def _writes(repo: str) -> list[tuple[str, str, dict[str, object]]]:
     branch = f"/repositories/{repo}/branches"
     return [

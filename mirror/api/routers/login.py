@@ -54,6 +54,12 @@ class AuthenticationToken(BaseModel):
     token_expiration: int
 
 
+def _over_tls(request: Request) -> bool:
+    # lakeFS marks the cookie Secure only when it serves TLS itself; behind a proxy that ends
+    # TLS, uvicorn's proxy headers make the scheme https
+    return request.url.scheme == "https"
+
+
 def tokens_of(request: Request) -> LoginTokens:
     """Return the login tokens of the app serving ``request``."""
     tokens: LoginTokens = request.app.state.login_tokens
@@ -79,15 +85,20 @@ def login(
         path=_COOKIE_PATH,
         httponly=True,
         samesite=_COOKIE_SAMESITE,
+        secure=_over_tls(request),
     )
     return AuthenticationToken(token=issued.token, token_expiration=issued.expires)
 
 
 @logout_router.get("/logout", status_code=307, response_class=RedirectResponse)
-def logout(state: StateDep) -> RedirectResponse:
+def logout(request: Request, state: StateDep) -> RedirectResponse:
     """Expire the session cookie and redirect (307) to ``auth.logout_redirect_url``."""
     response = RedirectResponse(state.logout_redirect_url, status_code=307)
     response.delete_cookie(
-        LOGIN_COOKIE, path=_COOKIE_PATH, httponly=True, samesite=_COOKIE_SAMESITE
+        LOGIN_COOKIE,
+        path=_COOKIE_PATH,
+        httponly=True,
+        samesite=_COOKIE_SAMESITE,
+        secure=_over_tls(request),
     )
     return response
