@@ -45,7 +45,7 @@ test: lint tools
 	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(BIN)/pytest
 
 test-fast: install
-	$(BIN)/pytest -m "not slow and not spark and not e2e and not deploy"
+	$(BIN)/pytest -m "not slow and not spark and not e2e and not deploy and not ui"
 
 bench: install
 	$(BIN)/python -m bench.core

@@ -59,6 +59,7 @@ __all__ = [
     "S3Settings",
     "ServerSettings",
     "SqliteSettings",
+    "UISettings",
     "is_secret_key",
     "load_config",
     "redacted",
@@ -262,6 +263,13 @@ class GatewaySettings(_Section):
         return tuple(v.lower().rstrip(".") for v in value)
 
 
+class UISettings(_Section):
+    """The web UI served on the API's listener under ``/ui/`` (``docs/ui.md``)."""
+
+    enabled: bool = True
+    """Serve the UI (and redirect a browser's ``/`` to it); ``false``: those paths answer 404."""
+
+
 class ActionsEnvSettings(_Section):
     """Which environment variables hook properties may name as ``{{ ENV.X }}``."""
 
@@ -336,6 +344,7 @@ class LakeMirrorConfig(BaseSettings):
     gc: GCSettings = GCSettings()
     gateway: GatewaySettings = GatewaySettings()
     actions: ActionsSettings = ActionsSettings()
+    ui: UISettings = UISettings()
     regions: dict[str, RegionSettings] = {}
     """Every region mirrors come from or go to, by name."""
 

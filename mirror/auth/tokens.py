@@ -155,6 +155,17 @@ class LoginTokens:
         """Return tokens signed with a random key: for an app that is the only process."""
         return cls(secrets.token_bytes(32), duration)
 
+    def subkey(self, label: bytes) -> bytes:
+        """Return a 32-byte key for another use, derived (HKDF-SHA256) from the signing key.
+
+        Every process of an installation derives the same subkey for the same ``label``, and
+        no subkey reveals the signing key or another label's subkey.
+        """
+        if not label or label == _LABEL:
+            raise ValueError("a subkey needs a label of its own")
+        hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=label)
+        return hkdf.derive(self._key)
+
     def issue(self, user_id: str) -> IssuedToken:
         """Return a new token signing in as ``user_id``."""
         now = int(self._clock())

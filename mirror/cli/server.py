@@ -33,6 +33,7 @@ from mirror.kv.protocol import KV
 from mirror.kv.sqlite import SqliteKV
 from mirror.logging import configure_logging, get_logger
 from mirror.tasks import RunnerSettings
+from mirror.ui import CsrfTokens, create_ui_app, with_ui
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -269,7 +270,10 @@ def build_app(
     worker_header: bool = False,
     close_kv: bool = False,
 ) -> ASGIApp:
-    """Return the API app serving ``catalog`` as ``config`` says (and the S3 gateway, if enabled).
+    """Return the API app serving ``catalog`` as ``config`` says, with the UI and the S3 gateway.
+
+    The web UI (``ui.enabled``) and the gateway (``gateway.enabled``) share the API's listener:
+    the gateway takes S3 requests first, then the UI its paths, and the API the rest.
 
     Every layer's repository cleanup is registered on ``catalog``, gateway enabled or not
     (:mod:`mirror.cli.repository_cleanups`), and the app finishes, when it starts, the repository
@@ -304,6 +308,7 @@ def build_app(
     starters.append(lambda: resume_deletions_in_background(catalog))
     if close_kv:
         closers.append(catalog.kv.close)
+    login_tokens = LoginTokens.from_config(config)
     api = create_app(
         catalog,
         AuthStore(catalog.kv, cipher=cipher_from_config(config)),
@@ -319,14 +324,18 @@ def build_app(
             shutdown_timeout=config.server.shutdown_timeout,
         ),
         gc_settings=config.gc,
-        login_tokens=LoginTokens.from_config(config),
+        login_tokens=login_tokens,
         logout_redirect_url=config.auth.logout_redirect_url,
     )
     api.state.link_signer = LinkSigner.from_material(link_key_material(config))
+    front: ASGIApp = api
+    if config.ui.enabled:
+        csrf = CsrfTokens.from_login_tokens(login_tokens)
+        front = with_ui(api, create_ui_app(api, csrf, api.state.metrics))
     if not config.gateway.enabled:
-        return api
-    state = GatewayState(catalog, api.state.api.auth, config.gateway, api.state.login_tokens)
-    return with_gateway(api, state, api.state.metrics)
+        return front
+    state = GatewayState(catalog, api.state.api.auth, config.gateway, login_tokens)
+    return with_gateway(front, state, api.state.metrics)
 
 
 def worker_app() -> ASGIApp:

@@ -177,5 +177,7 @@ def test_the_server_serves_the_gateway_unless_disabled(tmp_path: Path) -> None:
     enabled = build_app(LakeMirrorConfig(data_dir=tmp_path), catalog, ("local",))
     assert isinstance(enabled, GatewayDispatch)
     assert enabled.settings.domain_names == ("s3.local.lakefs.io",)
-    disabled = LakeMirrorConfig(data_dir=tmp_path, gateway={"enabled": False})
+    disabled = LakeMirrorConfig(
+        data_dir=tmp_path, gateway={"enabled": False}, ui={"enabled": False}
+    )
     assert isinstance(build_app(disabled, catalog, ("local",)), FastAPI)

