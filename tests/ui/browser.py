@@ -83,8 +83,14 @@ def fits_phone(page: Page) -> None:
     """Check the page at 390x844: nothing wider than the screen outside a scrolling box."""
     page.set_viewport_size(PHONE)
     width = page.evaluate("() => document.documentElement.scrollWidth")
+    wide = page.evaluate(
+        """() => [...document.querySelectorAll('body *')]
+            .filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)
+            .filter(e => !e.closest('.scroll'))
+            .map(e => e.tagName + '.' + e.className).slice(0, 5)"""
+    )
     page.set_viewport_size(DESKTOP)
-    assert width <= PHONE["width"], f"the page is {width}px wide on a 390px screen"
+    assert width <= PHONE["width"], f"the page is {width}px wide on a 390px screen: {wide}"
 
 
 def screenshot(page: Page, name: str) -> None:

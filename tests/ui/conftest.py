@@ -1,4 +1,4 @@
-"""Fixtures of the web UI's browser tests: a server per module, a browser per session.
+"""Fixtures of the web UI's browser tests: a server per module, one browser for them all.
 
 Each module starts one live ``lakemirror server`` (tests/integration/harness.py) whose
 administrator sets data up through the REST API; each test gets a fresh browser context, so
@@ -20,8 +20,10 @@ from tests.integration.harness import Server, running_server, unique
 from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, require
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
+    """One browser for all the UI tests; closed after them, because Playwright's synchronous API
+    keeps an event loop running while it is open, which async tests run later would trip on."""
     require(CHROMIUM, "Debian's chromium")
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

@@ -2,11 +2,12 @@
 
 As lakeFS's UI: ``GET /api/v1/repositories/{r}/branches?prefix&after&amount`` pages of 100;
 ``POST …/branches`` ``{name, source}`` creates from any ref (a branch, a tag, a commit ID or a
-ref expression), ``DELETE …/branches/{b}`` deletes after a confirmation; the default branch is
-never offered for deletion. Each row shows the head commit (``GET …/commits/{id}``, read once per
-distinct head) and whether a branch protection rule (``GET …/settings/branch_protection``)
-covers it; a person who may not read the rules sees that they are not shown. A mirror, or a
-person without the permission, gets no create or delete control.
+ref expression), ``DELETE …/branches/{b}`` deletes after a confirmation. The default branch is
+never offered for deletion; a protected branch is, as lakeFS allows it. Each row shows the head
+commit (``GET …/commits/{id}``, read once per distinct head) and whether a branch protection
+rule (``GET …/settings/branch_protection``) covers it; a person who may not read the rules sees
+that they are not shown. A mirror, or a person without the permission, gets no create or delete
+control.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ async def _branches(
         _protection(page, repository),
     )
     heads = dict(zip(commit_ids, found, strict=True))
-    writable = not repo["read_only"]
+    writable = not repo.get("read_only", False)
     allowed = (
         await page.allowed(
             [
@@ -116,7 +117,8 @@ async def _branches(
                 "default": default,
                 "protected": protected,
                 "delete_url": f"{repository_url(repository, _TAB)}/{urlpart(name)}/delete",
-                "can_delete": writable and may_delete and not default and not protected,
+                # lakeFS lets a protected branch be deleted: protection guards its contents
+                "can_delete": writable and may_delete and not default,
             }
         )
     here = repository_url(repository, _TAB)

@@ -57,7 +57,7 @@ async def _listing(
             **r,
             "url": repository_url(r["id"]),
             "delete_url": f"{repository_url(r['id'])}/delete",
-            "can_delete": may and not r["read_only"],
+            "can_delete": may and not r.get("read_only", False),
         }
         for r, may in zip(repos, allowed[1:], strict=True)
     ]

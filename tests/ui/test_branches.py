@@ -1,0 +1,225 @@
+"""A repository's Branches tab in a real browser: list, page, create, delete, protection.
+
+The module's repository has a branch whose head commit message holds markup that would run
+script if the page did not escape it; the page must show it as text, open no dialog and break no
+content security policy (the ``page`` fixture fails the test otherwise). Readers and mirrors get
+no write control.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.integration.harness import Server, unique
+from tests.ui.browser import (
+    HOSTILE,
+    assert_accessible,
+    fits_phone,
+    screenshot,
+    sign_in,
+    sign_in_admin,
+)
+from tests.ui.conftest import make_user
+
+pytestmark = pytest.mark.ui
+
+MESSAGE = " ".join(HOSTILE)
+TABS = ["Objects", "Commits", "Branches", "Tags", "Compare", "Pull Requests", "Actions", "Settings"]
+
+
+@dataclass(frozen=True)
+class Shop:
+    """The module's repository: main, a protected release-1, and a branch with a hostile head."""
+
+    name: str
+    hostile_head: str
+
+    @property
+    def url(self) -> str:
+        return f"/ui/repositories/{self.name}/branches"
+
+
+def _ok(answer: httpx.Response) -> httpx.Response:
+    assert answer.status_code < 300, answer.text
+    return answer
+
+
+@pytest.fixture(scope="module")
+def shop(admin: httpx.Client) -> Iterator[Shop]:
+    name = unique("shop")
+    _ok(admin.post("/repositories", json={"name": name, "storage_namespace": f"local://{name}"}))
+    branches = f"/repositories/{name}/branches"
+    _ok(admin.post(branches, json={"name": "hostile", "source": "main"}))
+    _ok(admin.post(branches, json={"name": "release-1", "source": "main"}))
+    _ok(admin.post(f"{branches}/hostile/objects", params={"path": HOSTILE[0]}, content=b"x"))
+    commit = {"message": MESSAGE, "metadata": {"note": HOSTILE[1]}}
+    head = _ok(admin.post(f"{branches}/hostile/commits", json=commit)).json()["id"]
+    _ok(admin.post(f"/repositories/{name}/tags", json={"id": "v1", "ref": "main"}))
+    rules = [{"pattern": "release-*"}]
+    _ok(admin.put(f"/repositories/{name}/settings/branch_protection", json=rules))
+    yield Shop(name, head)
+
+
+def _open_create(page: Page) -> None:
+    """Open the "Create branch" form unless it is open (it stays open showing an error)."""
+    if page.locator("details.card").get_attribute("open") is None:
+        page.get_by_text("Create branch").first.click()
+
+
+def _rows(page: Page) -> list[str]:
+    return [t.split(" ")[0] for t in page.locator("tbody th").all_inner_texts()]
+
+
+def test_branches_show_heads_defaults_and_protection_with_hostile_text_inert(
+    page: Page, server: Server, shop: Shop
+) -> None:
+    sign_in_admin(page, server, shop.url)
+    assert _rows(page) == ["hostile", "main", "release-1"]
+    hostile = page.locator("tbody tr").filter(has_text="hostile")
+    expect(hostile.locator(".message")).to_have_text(MESSAGE)
+    expect(hostile.locator("code")).to_have_text(shop.hostile_head[:12])
+    # the markup stayed text: no element came from it, and no script but the UI's own
+    assert page.locator("img").count() == 0
+    assert page.locator("script").count() == 1
+    assert page.locator("script").get_attribute("src", timeout=1000).startswith("/ui/static/")
+    main = page.locator("tbody tr").filter(has_text="main")
+    expect(main.locator(".badge")).to_have_text("default")
+    expect(main.get_by_role("link", name="Delete")).to_have_count(0)
+    release = page.locator("tbody tr").filter(has_text="release-1")
+    expect(release.locator(".badge.protected")).to_have_text("Protected")
+    # protection guards a branch's contents; lakeFS lets it be deleted
+    expect(release.get_by_role("link", name="Delete release-1")).to_have_count(1)
+    expect(hostile.get_by_role("link", name="Delete hostile")).to_have_count(1)
+    assert_accessible(page)
+    fits_phone(page)
+    screenshot(page, "branches")
+
+
+def test_the_tabs_are_lakefs_and_the_repository_opens_on_branches(
+    page: Page, server: Server, shop: Shop
+) -> None:
+    sign_in_admin(page, server, f"/ui/repositories/{shop.name}")
+    expect(page).to_have_url(server.url + shop.url)
+    tabs = page.get_by_role("navigation", name="Repository")
+    assert tabs.locator("li").all_inner_texts() == TABS
+    expect(tabs.get_by_role("link")).to_have_count(1)
+    expect(tabs.get_by_role("link", name="Branches")).to_have_attribute("aria-current", "page")
+    page.goto(f"{server.url}/ui/repositories/{unique('absent')}/branches")
+    expect(page.get_by_role("alert")).to_contain_text("repository not found")
+    assert_accessible(page)
+
+
+def test_create_from_any_ref_with_the_servers_messages(
+    page: Page, server: Server, admin: httpx.Client, shop: Shop
+) -> None:
+    sign_in_admin(page, server, shop.url)
+    _open_create(page)
+    name, source = page.get_by_label("Branch name"), page.get_by_label("Create from")
+    expect(source).to_have_value("main")
+    name.fill(HOSTILE[0])
+    page.get_by_role("button", name="Create branch").click()
+    expect(page.locator("#create-error")).to_contain_text(f"invalid branch name '{HOSTILE[0]}'")
+    assert page.locator("img").count() == 0
+    name.fill("from-nowhere")
+    source.fill("no-such-ref")
+    page.get_by_role("button", name="Create branch").click()
+    expect(page.locator("#create-error")).to_contain_text("not found")
+    for new, ref, expected in (
+        ("from-tag", "v1", "main"),
+        ("from-commit", shop.hostile_head, "hostile"),
+        ("from-expression", "hostile~1", "main"),
+    ):
+        _open_create(page)
+        name.fill(new)
+        source.fill(ref)
+        page.get_by_role("button", name="Create branch").click()
+        expect(page.get_by_role("status")).to_have_text(f"Branch {new} was created.")
+        made = admin.get(f"/repositories/{shop.name}/branches/{new}").json()["commit_id"]
+        wanted = admin.get(f"/repositories/{shop.name}/branches/{expected}").json()["commit_id"]
+        assert made == wanted, (new, ref)
+
+
+def test_delete_asks_first(page: Page, server: Server, admin: httpx.Client, shop: Shop) -> None:
+    branch = unique("old").replace("-", "_")
+    _ok(admin.post(f"/repositories/{shop.name}/branches", json={"name": branch, "source": "v1"}))
+    sign_in_admin(page, server, shop.url)
+    page.get_by_role("link", name=f"Delete {branch}").click()
+    expect(page.get_by_role("heading", level=2)).to_have_text(f"Delete branch {branch}")
+    assert_accessible(page)
+    fits_phone(page)
+    screenshot(page, "branch-delete")
+    page.get_by_role("link", name="Cancel").click()
+    expect(page).to_have_url(server.url + shop.url)
+    page.get_by_role("link", name=f"Delete {branch}").click()
+    page.get_by_role("button", name="Delete branch").click()
+    expect(page.get_by_role("status")).to_have_text(f"Branch {branch} was deleted.")
+    assert branch not in _rows(page)
+    assert admin.get(f"/repositories/{shop.name}/branches/{branch}").status_code == 404
+    # deleting the default branch anyway shows the server's refusal
+    page.goto(f"{server.url}{shop.url}/main/delete")
+    page.get_by_role("button", name="Delete branch").click()
+    expect(page.locator("#delete-error")).to_contain_text("cannot delete repository default branch")
+    assert admin.get(f"/repositories/{shop.name}/branches/main").status_code == 200
+
+
+def test_paging_through_branches(page: Page, server: Server, admin: httpx.Client) -> None:
+    name = unique("many")
+    _ok(admin.post("/repositories", json={"name": name, "storage_namespace": f"local://{name}"}))
+    made = [f"b{i:03d}" for i in range(120)]
+    for branch in made:
+        _ok(admin.post(f"/repositories/{name}/branches", json={"name": branch, "source": "main"}))
+    everything = [*made, "main"]
+    sign_in_admin(page, server, f"/ui/repositories/{name}/branches")
+    assert _rows(page) == everything[:100]
+    expect(page.get_by_role("link", name="Back to start")).to_have_count(0)
+    page.get_by_role("link", name="Next page").click()
+    assert _rows(page) == everything[100:]
+    expect(page.get_by_role("link", name="Next page")).to_have_count(0)
+    page.get_by_role("link", name="Back to start").click()
+    assert _rows(page) == everything[:100]
+    page.get_by_label("Branches starting with").fill("b11")
+    page.get_by_role("button", name="Search").click()
+    assert _rows(page) == [f"b11{i}" for i in range(10)]
+
+
+def test_a_reader_sees_no_write_controls(
+    page: Page, server: Server, admin: httpx.Client, shop: Shop
+) -> None:
+    reader = make_user(admin, "Readers")
+    sign_in(page, server, reader.key, reader.secret, shop.url)
+    assert _rows(page) == sorted(_rows(page)) and "main" in _rows(page)
+    expect(page.get_by_text("Create branch")).to_have_count(0)
+    expect(page.get_by_role("link", name="Delete")).to_have_count(0)
+    # readers may not read protection rules: the page says so instead of showing none
+    expect(page.get_by_text("Branch protection is not shown")).to_be_visible()
+    expect(page.locator(".message").first).to_be_visible()
+    assert_accessible(page)
+
+
+def test_a_mirror_is_marked_and_shows_no_write_controls(
+    page: Page, server: Server, admin: httpx.Client, shop: Shop
+) -> None:
+    name = unique("copy")
+    body = {
+        "name": name,
+        "storage_namespace": f"local://{name}",
+        "mirror_of": f"us-east-1/{shop.name}",
+    }
+    _ok(admin.post("/mirror/repositories", json=body))
+    head = _ok(admin.get(f"/repositories/{shop.name}/commits/main")).json()
+    _ok(admin.post(f"/repositories/{name}/mirror/commits", json=head))
+    _ok(admin.put(f"/repositories/{name}/mirror/branches/main", json={"commit_id": head["id"]}))
+    sign_in_admin(page, server, f"/ui/repositories/{name}/branches")
+    expect(page.locator(".heading .badge")).to_have_text(f"Mirror of {shop.name} in us-east-1")
+    expect(page.get_by_text("A read-only mirror")).to_be_visible()
+    assert _rows(page) == ["main"]
+    expect(page.get_by_text("Create branch")).to_have_count(0)
+    expect(page.get_by_role("link", name="Delete")).to_have_count(0)
+    assert_accessible(page)
+    fits_phone(page)
+    screenshot(page, "mirror-branches")
