@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.deploy.wheelhouse import dependency_wheelhouse, pip_env, project_wheel, run
@@ -100,7 +101,12 @@ def test_with_the_server_extra_it_serves(core_venv: Path, tmp_path: Path) -> Non
             command, cwd=tmp_path, env=pip_env(), stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        wait_healthy(process, f"http://127.0.0.1:{port}", log)
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(process, url, log)
+        # the web UI's templates and static files ship in the wheel
+        page = httpx.get(f"{url}/ui/login")
+        assert page.status_code == 200 and "Sign in" in page.text, page.text
+        assert httpx.get(f"{url}/ui/static/ui.css").status_code == 200
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0, log.read_text()
