@@ -18,7 +18,8 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed
 
-# helm, dynalite, buildah, debootstrap and Prometheus for the deployment tests
+# helm, dynalite, buildah, debootstrap and Prometheus for the deployment tests; chromium and
+# axe-core for the web UI's browser tests
 $(TOOLS)/.installed: tests/tools/install.sh $(BIN)/.installed
 	PYTHON=$(BIN)/python bash tests/tools/install.sh $(TOOLS)
 	touch $@

@@ -8,8 +8,6 @@ screenshots docs/ui.md shows. ``make tools`` installs chromium (apt) and axe-cor
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,12 +96,3 @@ def screenshot(page: Page, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size(DESKTOP)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
-
-
-def wait_for(condition: Callable[[], bool], what: str, deadline: float = 10.0) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` after ``deadline`` seconds."""
-    end = time.monotonic() + deadline
-    while not condition():
-        if time.monotonic() > end:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page, sync_playwright
 
 from tests.integration.harness import Server, running_server, unique
 from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, require
@@ -92,9 +92,9 @@ def page(browser: Browser, watch: Watch) -> Iterator[Page]:
     context = browser.new_context(viewport=DESKTOP)
     opened = context.new_page()
 
-    def on_dialog(dialog: object) -> None:
-        watch.dialogs.append(dialog.message)  # type: ignore[attr-defined]
-        dialog.dismiss()  # type: ignore[attr-defined]
+    def on_dialog(dialog: Dialog) -> None:
+        watch.dialogs.append(dialog.message)
+        dialog.dismiss()
 
     opened.on("dialog", on_dialog)
     opened.on(
