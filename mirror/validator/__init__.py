@@ -14,6 +14,7 @@ from mirror.validator.caches import (
     ValidatedRanges,
 )
 from mirror.validator.events import CountingEvents, NullEvents, ValidationEvents
+from mirror.validator.existence import split_full_address
 from mirror.validator.naive import NaiveChecker
 from mirror.validator.readers import (
     LIST_PAGE_SIZE,
@@ -22,12 +23,8 @@ from mirror.validator.readers import (
     ThreadedObjectReader,
 )
 from mirror.validator.retention import RangeRetention
-from mirror.validator.validator import (
-    MISSING_SAMPLE_SIZE,
-    ValidationReport,
-    Validator,
-    split_full_address,
-)
+from mirror.validator.run import MISSING_SAMPLE_SIZE, ValidationReport
+from mirror.validator.validator import Validator
 
 __all__ = [
     "LIST_PAGE_SIZE",

@@ -12,7 +12,8 @@ from sys import maxsize
 from mirror.validator.caches import MemoryValidatedRanges
 from mirror.validator.events import ValidationEvents
 from mirror.validator.readers import AsyncObjectReader
-from mirror.validator.validator import ValidationReport, Validator
+from mirror.validator.run import ValidationReport
+from mirror.validator.validator import Validator
 
 __all__ = ["NaiveChecker"]
 
