@@ -57,6 +57,7 @@ from mirror.errors import (
 from mirror.kv.errors import KVUnavailableError
 
 __all__ = [
+    "CONFLICTS_LISTED",
     "UNAUTHENTICATED",
     "InContext",
     "answer_for",
@@ -71,6 +72,9 @@ log = logging.getLogger("mirror.api")
 
 InContext = Callable[[Request, LakeMirrorError], Awaitable[LakeMirrorError]]
 """Return the error to answer a request's error with, given what the request names."""
+
+CONFLICTS_LISTED = 100
+"""The conflicting paths a merge conflict's answer lists at most (its message names 10)."""
 
 # most specific first: the first matching class decides
 _STATUS: tuple[tuple[type[BaseException], int], ...] = (
@@ -176,7 +180,7 @@ def _lakemirror_error(exc: LakeMirrorError, *, challenge: bool) -> Response:
     if isinstance(exc, MergeConflictError):
         # lakeFS answers a conflict with a MergeResult whose reference is empty
         extra["reference"] = ""
-        extra["conflicts"] = exc.paths[:100]
+        extra["conflicts"] = exc.paths[:CONFLICTS_LISTED]
     message = message_for(exc)
     if status == 500 and isinstance(exc, LakeFSText):
         log.warning("answered 500 as lakeFS does: %s", message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -51,6 +52,8 @@ class Task:
         result: What it produced (JSON), once succeeded.
         error: Why it failed, once failed.
         status_code: The HTTP status of the failure (the synchronous call's).
+        details: What the failure's answer carries beside its message (a merge conflict's
+            paths), if anything.
     """
 
     id: str
@@ -66,6 +69,7 @@ class Task:
     result: dict[str, Any] | None = None
     error: str | None = None
     status_code: int | None = field(default=None)
+    details: dict[str, Any] | None = None
 
     @property
     def done(self) -> bool:
@@ -85,20 +89,34 @@ class Task:
         """Return this task finished at ``now`` with ``result``."""
         return replace(self, state=TaskState.SUCCEEDED, progress="done", result=result, updated=now)
 
-    def failed(self, status_code: int, error: str, now: float) -> Task:
-        """Return this task failed at ``now`` with the HTTP ``status_code`` and ``error``."""
+    def failed(
+        self,
+        status_code: int,
+        error: str,
+        now: float,
+        details: Mapping[str, Any] | None = None,
+    ) -> Task:
+        """Return this task failed at ``now`` with the HTTP ``status_code`` and ``error``.
+
+        ``details`` is what the failure's answer carries beside its message, if anything.
+        """
         return replace(
             self,
             state=TaskState.FAILED,
             progress="done",
             error=error,
             status_code=status_code,
+            details=dict(details) if details else None,
             updated=now,
         )
 
     def encode(self) -> bytes:
         """Return the record as stored in the KV (JSON)."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+        data = asdict(self)
+        if data["details"] is None:
+            # a record without details stays readable by a process of the previous release
+            del data["details"]
+        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> Task:

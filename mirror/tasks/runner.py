@@ -27,12 +27,14 @@ from mirror.tasks.errors import TaskChangedError, TasksStoppedError
 from mirror.tasks.model import Task, TaskState, new_task_id
 from mirror.tasks.store import TaskStore
 
-__all__ = ["DescribeError", "RunnerSettings", "TaskRunner", "Work"]
+__all__ = ["DescribeError", "ErrorDetails", "RunnerSettings", "TaskRunner", "Work"]
 
 Work = Callable[[], Mapping[str, Any]]
 """A task's work: returns its result (JSON), or raises."""
 DescribeError = Callable[[BaseException], tuple[int, str]]
 """Returns the HTTP status and message a failure of the work answers with."""
+ErrorDetails = Callable[[BaseException], Mapping[str, Any] | None]
+"""Returns what a failure's answer carries beside its message (a merge conflict's paths)."""
 
 log = get_logger("mirror.tasks")
 
@@ -65,6 +67,17 @@ def _described(describe: DescribeError, exc: Exception) -> tuple[int, str]:
     except Exception as failure:
         log.error("cannot describe a task failure", error=str(failure))
         return 500, "internal server error"
+
+
+def _detailed(details: ErrorDetails | None, exc: Exception) -> Mapping[str, Any] | None:
+    if details is None:
+        return None
+    try:
+        return details(exc)
+    except Exception as failure:
+        # the status and message still tell what failed
+        log.error("cannot detail a task failure", error=str(failure))
+        return None
 
 
 def _retrying(write: Callable[[], object], tries: int = 5, pause: float = 0.2) -> None:
@@ -160,8 +173,12 @@ class TaskRunner:
         describe: DescribeError,
         *,
         id_prefix: str = "",
+        details: ErrorDetails | None = None,
     ) -> Task:
         """Accept a task, store it, and start its work in the background; return it.
+
+        A failure of ``work`` is recorded with the status and message ``describe`` gives it,
+        and with what ``details`` (if given) adds.
 
         Raises:
             TasksStoppedError: the process is shutting down.
@@ -193,7 +210,7 @@ class TaskRunner:
             raise
         thread = threading.Thread(
             target=self._run,
-            args=(task, raw, work, describe),
+            args=(task, raw, work, describe, details),
             name=f"lakemirror-task-{task.id}",
             daemon=True,
         )
@@ -201,7 +218,14 @@ class TaskRunner:
         log.info("task accepted", task_id=task.id, operation=operation, repository=repository)
         return task
 
-    def _run(self, task: Task, raw: bytes, work: Work, describe: DescribeError) -> None:
+    def _run(
+        self,
+        task: Task,
+        raw: bytes,
+        work: Work,
+        describe: DescribeError,
+        details: ErrorDetails | None,
+    ) -> None:
         try:
             with self._slots:
                 running = task.running(self.store.clock())
@@ -213,7 +237,9 @@ class TaskRunner:
                         log.warning("task given up at shutdown", task_id=task.id, error=str(exc))
                         return
                     status, message = _described(describe, exc)
-                    done = running.failed(status, message, self.store.clock())
+                    done = running.failed(
+                        status, message, self.store.clock(), _detailed(details, exc)
+                    )
                 else:
                     done = running.succeeded(result, self.store.clock())
                 _retrying(lambda: self.store.replace(raw, done))

@@ -349,7 +349,7 @@ def test_merge_conflict_reads_409_with_lakefs_text(api: Api, repo: str) -> None:
     )
     assert status["status_code"] == sync_status == 409
     assert "conflict found" in status["error"]["message"]
-    assert status["error"]["message"] == sync_message
+    assert status["error"] == {"message": sync_message, "conflicts": ["f"]}
     assert "result" not in status
     assert api.head(repo, "right") == right
 

@@ -88,6 +88,16 @@ def test_record_round_trips_through_its_encoding() -> None:
     assert not make_task().done and make_task().expires is None
 
 
+def test_failure_details_round_trip_and_a_record_without_them_has_no_key() -> None:
+    running = make_task().running(1_700_000_001.0)
+    detailed = running.failed(409, "conflict found", 1_700_000_002, {"conflicts": ["a", "b"]})
+    assert Task.decode(detailed.encode()) == detailed
+    assert detailed.details == {"conflicts": ["a", "b"]}
+    plain = running.failed(400, "no changes", 1_700_000_002)
+    assert plain.details is None and b"details" not in plain.encode()
+    assert Task.decode(plain.encode()) == plain
+
+
 def test_not_found_carries_lakefs_text(store: TaskStore) -> None:
     with pytest.raises(TaskNotFoundError) as caught:
         store.status("CAnope")
@@ -254,6 +264,30 @@ def test_runner_records_result_and_failure(store: TaskStore) -> None:
     assert bad.id.startswith("M") and good.owner == bad.owner == runner.instance
     assert runner.stop() == 0
     assert store.heartbeat(runner.instance) is None
+
+
+def test_runner_records_what_details_add_to_a_failure(store: TaskStore) -> None:
+    runner = runner_on(store)
+
+    def fail() -> Mapping[str, Any]:
+        raise KeyError("a/b")
+
+    def details(exc: BaseException) -> Mapping[str, Any] | None:
+        return {"conflicts": [exc.args[0]]} if isinstance(exc, KeyError) else None
+
+    def broken(exc: BaseException) -> Mapping[str, Any] | None:
+        raise RuntimeError("cannot detail")
+
+    detailed = runner.submit("merge", "repo-1", {"d": "main"}, fail, describe, details=details)
+    undetailed = runner.submit("merge", "repo-1", {"d": "x"}, fail, describe, details=broken)
+    wait_until(
+        lambda: store.status(detailed.id).done and store.status(undetailed.id).done, "both done"
+    )
+    assert store.status(detailed.id).details == {"conflicts": ["a/b"]}
+    # a detail that cannot be had leaves the status and message to say what failed
+    failed = store.status(undetailed.id)
+    assert (failed.status_code, failed.details) == (409, None)
+    assert runner.stop() == 0
 
 
 def test_runner_bounds_concurrency_and_heartbeats_while_busy(

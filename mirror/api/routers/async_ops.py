@@ -5,7 +5,8 @@ calls check up front (permission, repository, read-only, branch, body) and answe
 task ID at once; the task runs the synchronous call itself in the background
 (:mod:`mirror.tasks`). ``GET …/async/{id}/status`` answers from the KV on any replica:
 ``completed``, ``update_time``, then the result the synchronous call returns, or its error
-message with its ``status_code`` (one error mapping, :func:`~mirror.api.errors.describe_error`).
+message with its ``status_code`` (one error mapping, :func:`~mirror.api.errors.describe_error`);
+a merge conflict's error also lists the conflicting paths, as the synchronous 409 does.
 A task whose server process died reads as completed with status 408.
 """
 
@@ -25,9 +26,10 @@ from mirror.api.models import Commit, CommitCreation, Merge, MergeResult
 from mirror.api.routers import branches, refs
 from mirror.api.routing import LakeFSRoute
 from mirror.auth.permissions import Action, Permission, branch_arn
-from mirror.core.errors import RepositoryReadOnlyError
+from mirror.core.errors import MergeConflictError, RepositoryReadOnlyError
 from mirror.core.merge import MergeStrategy
 from mirror.errors import InvalidValueError
+from mirror.httputil.errors import CONFLICTS_LISTED
 from mirror.tasks import DescribeError, Task, TaskNotFoundError, TaskRunner
 
 __all__ = [
@@ -60,9 +62,14 @@ class TaskCreation(BaseModel):
 
 
 class TaskError(BaseModel):
-    """Why a task failed: the synchronous call's error message."""
+    """Why a task failed: the synchronous call's error message.
+
+    A merge conflict also lists the conflicting paths (at most 100, sorted), as the
+    synchronous merge's 409 does (a LakeMirror field beside lakeFS's ``message``).
+    """
 
     message: str
+    conflicts: list[str] | None = None
 
 
 class _AsyncStatus(BaseModel):
@@ -117,6 +124,12 @@ def _describer(state: ApiState, repository: str) -> DescribeError:
     return lambda exc: describe_error(exc, state.catalog, repository)
 
 
+def _conflicts(exc: BaseException) -> dict[str, Any] | None:
+    if isinstance(exc, MergeConflictError):
+        return {"conflicts": exc.paths[:CONFLICTS_LISTED]}
+    return None
+
+
 def _task(
     state: ApiState,
     runner: TaskRunner,
@@ -145,7 +158,7 @@ def _status_fields(task: Task) -> dict[str, Any]:
         "update_time": datetime.fromtimestamp(task.updated, tz=UTC),
     }
     if task.error is not None:
-        fields["error"] = TaskError(message=task.error)
+        fields["error"] = TaskError(message=task.error, **(task.details or {}))
         fields["status_code"] = task.status_code
     return fields
 
@@ -234,6 +247,7 @@ def merge_async(
         work,
         _describer(state, repository),
         id_prefix=MERGE_TASK_PREFIX,
+        details=_conflicts,
     )
     return TaskCreation(id=task.id)
 
