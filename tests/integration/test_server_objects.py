@@ -105,6 +105,30 @@ def test_head_stat_and_exists(repo: lakefs.Repository, http: httpx.Client) -> No
     assert isinstance(stat["mtime"], int) and stat["metadata"] == {}
 
 
+def test_get_object_is_an_attachment_named_after_its_path(
+    repo: lakefs.Repository, http: httpx.Client
+) -> None:
+    """As lakeFS: a browser saves the bytes instead of rendering them in the server's origin."""
+    main = repo.branch("main")
+    url = f"/repositories/{repo.id}/refs/main/objects"
+    for path, disposition in (
+        ("site/index.html", "attachment; filename=index.html"),
+        ("a b/report 1.csv", 'attachment; filename="report 1.csv"'),
+        ('odd/x"y\\z', 'attachment; filename="x\\"y\\\\z"'),
+        ("uni/résumé.txt", "attachment; filename*=utf-8''r%C3%A9sum%C3%A9.txt"),
+        ("top", "attachment; filename=top"),
+    ):
+        main.object(path).upload(b"<script>alert(1)</script>", content_type="text/html")
+        got = http.get(url, params={"path": path})
+        assert got.status_code == 200, got.text
+        assert got.headers["content-disposition"] == disposition, path
+        ranged = http.get(url, params={"path": path}, headers={"Range": "bytes=0-0"})
+        assert ranged.status_code == 206
+        assert ranged.headers["content-disposition"] == disposition
+    # the SDK reads such an answer as the object's bytes
+    assert main.object("top").reader().read() == b"<script>alert(1)</script>"
+
+
 @pytest.mark.both_backends
 def test_exclusive_upload_refuses_existing_paths(
     repo: lakefs.Repository, http: httpx.Client

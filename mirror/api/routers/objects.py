@@ -59,6 +59,7 @@ from mirror.core.model import AddressType, Entry, ObjectStat
 from mirror.core.protection import check_staging_write
 from mirror.core.validate import validate_path
 from mirror.errors import InvalidValueError, PreconditionFailedError
+from mirror.httputil.disposition import attachment, path_base
 from mirror.httputil.errors import error_response, message_for
 from mirror.httputil.streams import CHUNK, BlockReader, iter_block, parse_range
 
@@ -171,6 +172,12 @@ def _headers(stat: ObjectStat) -> dict[str, str]:
     }
 
 
+def _content_headers(stat: ObjectStat) -> dict[str, str]:
+    # as lakeFS: a browser opening the URL saves the object instead of rendering it (an HTML
+    # object would otherwise run in the server's origin)
+    return {**_headers(stat), "content-disposition": attachment(path_base(stat.path))}
+
+
 def _range_error(exc: InvalidRangeError, size: int, head: bool) -> Response:
     response = Response(status_code=416) if head else error_response(416, str(exc))
     # the official client looks the header up case-sensitively: send it exactly so
@@ -262,7 +269,7 @@ def _serve_object(
 ) -> Response:
     catalog = state.catalog
     size = stat.entry.size
-    headers = _headers(stat)
+    headers = _content_headers(stat)
     if if_none_match and if_none_match.strip() in (headers["etag"], stat.entry.checksum):
         return Response(status_code=304, headers={"etag": headers["etag"]})
     try:
