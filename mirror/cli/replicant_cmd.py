@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mirror.config import ConfigurationError, LakeMirrorConfig, load_config, with_overrides
 from mirror.errors import InvalidValueError, UnavailableError
 
 if TYPE_CHECKING:
+    from mirror.auth.tokens import LoginTokens
     from mirror.replicant.settings import ServiceSettings
 
 __all__ = ["register_replicant_command", "run_replicant", "service_settings"]
@@ -78,6 +79,22 @@ def service_settings(config: LakeMirrorConfig) -> ServiceSettings:
     return settings
 
 
+def _login_tokens(config: LakeMirrorConfig, log: Any) -> LoginTokens | None:
+    """Return the region's login tokens, or ``None`` (HTTP Basic only) when there is no key.
+
+    The region's server signs its login tokens with a key derived from the same material
+    (``auth.encrypt_secret_key``, or on SQLite the key file of the shared data directory), so
+    the web UI's session signs in here too.
+    """
+    from mirror.auth.tokens import LoginTokens
+
+    try:
+        return LoginTokens.from_config(config)
+    except ConfigurationError as exc:
+        log.warning("login tokens not accepted, HTTP Basic only", reason=str(exc))
+        return None
+
+
 def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     """Run the replicant as configured until SIGTERM or SIGINT; return the exit code.
 
@@ -115,7 +132,11 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
         except InvalidValueError as exc:
             print(f"lakemirror replicant: {exc}", file=err, flush=True)
             return 2
-        app = create_replicant_app(service, AuthStore(kv, cipher=optional_cipher(config)))
+        app = create_replicant_app(
+            service,
+            AuthStore(kv, cipher=optional_cipher(config)),
+            login_tokens=_login_tokens(config, log),
+        )
         host, port = config.replicant.host, config.replicant.port
         print(
             f"replicant of region {settings.region} on http://{host}:{port}/service/replication/v1",

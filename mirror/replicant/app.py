@@ -2,11 +2,15 @@
 
 ``POST|GET /service/replication/v1/repositories/{source_repo}/mirrors`` and
 ``GET|DELETE …/mirrors/{name}`` follow lakeFS's replication API. Callers sign in with the access
-keys of the region's server (HTTP Basic, checked against the region's user store) and need
-``fs:CreateRepository`` / ``fs:DeleteRepository`` / ``fs:ReadRepository`` on the mirror
-repository (``fs:ListRepositories`` to list). ``POST …/mirrors/{name}/promote`` makes the mirror
-the writable repository (``fs:MirrorRepository`` on it); a creation with ``existing`` adopts a
-repository of this region as the mirror (fail-back).
+keys of the region's server (HTTP Basic, checked against the region's user store), or with a
+login token of the region's server (``Authorization: Bearer``, the web UI's session: the region's
+processes share the token key), and need ``fs:CreateRepository`` / ``fs:DeleteRepository`` /
+``fs:ReadRepository`` on the mirror repository (``fs:ListRepositories`` to list).
+``POST …/mirrors/{name}/promote`` makes the mirror the writable repository
+(``fs:MirrorRepository`` on it); a creation with ``existing`` adopts a repository of this region
+as the mirror (fail-back). ``GET /service/replication/v1/mirrors`` lists every mirror of the
+region, ``GET …/mirrors/{name}/lag_history`` a mirror's lag of the last hour, and
+``GET …/mirrors/{name}/promotion`` the report of its promotion.
 """
 
 from __future__ import annotations
@@ -25,14 +29,17 @@ from mirror import __version__
 from mirror.auth.caller import Caller
 from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.auth.store import AuthStore
+from mirror.auth.tokens import LoginTokens, login_user
 from mirror.errors import AuthenticationError, InvalidValueError, LakeMirrorError
 from mirror.httputil.errors import install_error_handlers
 from mirror.httputil.request_log import RequestLogMiddleware
+from mirror.replicant.lag_history import SLOT_SECONDS, WINDOW_SECONDS, LagSample
 from mirror.replicant.mirror_request import MirrorRequest
 from mirror.replicant.service import ReplicantService
 from mirror.replicant.state import MirrorConfig
 
 __all__ = [
+    "ALL_MIRRORS_PATH",
     "MIRRORS_PATH",
     "PRESERVED_PATH",
     "MirrorCreation",
@@ -41,6 +48,7 @@ __all__ = [
 ]
 
 MIRRORS_PATH = "/service/replication/v1/repositories/{source_repo}/mirrors"
+ALL_MIRRORS_PATH = "/service/replication/v1/mirrors"
 PRESERVED_PATH = "/service/replication/v1/repositories/{repo}/preserved-branches"
 
 
@@ -190,6 +198,42 @@ class MirrorList(BaseModel):
     results: list[MirrorModel]
 
 
+class RegionMirrorList(BaseModel):
+    """Every mirror of the replicant's region."""
+
+    region: str = Field(description="the region this replicant mirrors into")
+    results: list[MirrorModel]
+
+
+class LagSampleModel(BaseModel):
+    """The worst lag of a branch during one slot of its history."""
+
+    time: float = Field(description="when that lag was seen (seconds since the epoch)")
+    lag_seconds: float
+    lag_commits: int | None = Field(description="a count; null when only a bound was known")
+    lag_commits_at_least: int | None = Field(description="a lower bound when lag_commits is null")
+
+
+class BranchLagHistory(BaseModel):
+    """One branch's lag samples of the last hour, oldest first."""
+
+    branch: str
+    samples: list[LagSampleModel]
+
+
+class LagHistoryModel(BaseModel):
+    """A mirror's lag history: each branch's samples of the last hour."""
+
+    mirror: str
+    window_seconds: float = Field(description="the span answered (the last hour)")
+    slot_seconds: float = Field(description="each sample is the worst lag of a slot this long")
+    branches: list[BranchLagHistory]
+
+
+def _samples(samples: list[LagSample]) -> list[LagSampleModel]:
+    return [LagSampleModel.model_validate(s.to_json()) for s in samples]
+
+
 _basic = HTTPBasic(auto_error=False)
 
 
@@ -204,9 +248,15 @@ ServiceDep = Annotated[ReplicantService, Depends(_service)]
 def _caller(
     request: Request, credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)]
 ) -> Caller:
+    auth: AuthStore = request.app.state.auth
+    tokens: LoginTokens | None = request.app.state.login_tokens
+    if tokens is not None:
+        # a Bearer token only: no session cookie, which a browser would send this port too
+        user = login_user(tokens, auth, request.headers, {}, basic=credentials is not None)
+        if user is not None:
+            return Caller(auth, user)
     if credentials is None:
         raise AuthenticationError("error authenticating request: no credentials (HTTP Basic)")
-    auth: AuthStore = request.app.state.auth
     return Caller(auth, auth.authenticate(credentials.username, credentials.password))
 
 
@@ -290,6 +340,40 @@ async def list_mirrors(source_repo: str, service: ServiceDep, caller: CallerDep)
     return MirrorList(results=[_model(service, m) for m in service.list_mirrors(source_repo)])
 
 
+@router.get(ALL_MIRRORS_PATH, response_model=RegionMirrorList)
+async def list_region_mirrors(service: ServiceDep, caller: CallerDep) -> RegionMirrorList:
+    """List every mirror of this region, whatever its source, with their status."""
+    caller.require(Permission(Action.LIST_REPOSITORIES, "*"))
+    return RegionMirrorList(
+        region=service.settings.region,
+        results=[_model(service, m) for m in service.list_mirrors()],
+    )
+
+
+@router.get(MIRRORS_PATH + "/{name}/lag_history", response_model=LagHistoryModel)
+async def get_lag_history(
+    source_repo: str, name: str, service: ServiceDep, caller: CallerDep
+) -> LagHistoryModel:
+    """Return each mirrored branch's lag of the last hour, a sample per slot, oldest first."""
+    caller.require(Permission(Action.READ_REPOSITORY, repository_arn(name)))
+    history = service.lag_history(source_repo, name)
+    return LagHistoryModel(
+        mirror=name,
+        window_seconds=WINDOW_SECONDS,
+        slot_seconds=SLOT_SECONDS,
+        branches=[BranchLagHistory(branch=b, samples=_samples(s)) for b, s in history.items()],
+    )
+
+
+@router.get(MIRRORS_PATH + "/{name}/promotion", response_model=PromotionReportModel)
+async def get_promotion(
+    source_repo: str, name: str, service: ServiceDep, caller: CallerDep
+) -> PromotionReportModel:
+    """Return the report of the mirror's newest promotion (kept after its configuration)."""
+    caller.require(Permission(Action.READ_REPOSITORY, repository_arn(name)))
+    return PromotionReportModel.model_validate(service.promotion_report(source_repo, name))
+
+
 @router.get(MIRRORS_PATH + "/{name}", response_model=MirrorModel)
 async def get_mirror(
     source_repo: str, name: str, service: ServiceDep, caller: CallerDep
@@ -332,9 +416,17 @@ async def readyz(service: ServiceDep) -> Response:
 
 
 def create_replicant_app(
-    service: ReplicantService, auth: AuthStore, *, run_workers: bool = True
+    service: ReplicantService,
+    auth: AuthStore,
+    *,
+    run_workers: bool = True,
+    login_tokens: LoginTokens | None = None,
 ) -> FastAPI:
-    """Return the replicant's app; with ``run_workers`` its lifespan runs the workers."""
+    """Return the replicant's app; with ``run_workers`` its lifespan runs the workers.
+
+    With ``login_tokens`` (the region's, :meth:`LoginTokens.from_config`), a login token of the
+    region's server signs a caller in as HTTP Basic does.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -355,6 +447,7 @@ def create_replicant_app(
     )
     app.state.service = service
     app.state.auth = auth
+    app.state.login_tokens = login_tokens
     install_error_handlers(app)
     app.add_middleware(RequestLogMiddleware)
     app.include_router(router)

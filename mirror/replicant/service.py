@@ -19,6 +19,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable
+from typing import Any
 
 from mirror.block.errors import InvalidNamespaceError
 from mirror.block.resolver import split_namespace
@@ -31,6 +32,7 @@ from mirror.replicant import adoption, preservation, promotion
 from mirror.replicant.adoption import PreservedBranch
 from mirror.replicant.bulk import BulkFirstSync
 from mirror.replicant.client import LakeFSClient
+from mirror.replicant.lag_history import LagSample, read_history
 from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.mirror_request import MirrorRequest
 from mirror.replicant.preservation import CopiedBranch
@@ -312,9 +314,29 @@ class ReplicantService:
             raise MirrorNotFoundError(f"mirror {name!r} of {source_repo!r} not found")
         return config
 
-    def list_mirrors(self, source_repo: str) -> list[MirrorConfig]:
-        """Return the mirrors of ``source_repo``."""
-        return [m for m in self.store.list_mirrors() if m.source_repo == source_repo]
+    def list_mirrors(self, source_repo: str | None = None) -> list[MirrorConfig]:
+        """Return the mirrors of ``source_repo``, or every mirror of the region (``None``)."""
+        return [m for m in self.store.list_mirrors() if source_repo in (None, m.source_repo)]
+
+    def lag_history(self, source_repo: str, name: str) -> dict[str, list[LagSample]]:
+        """Return each branch's lag samples of the last hour of a mirror of ``source_repo``.
+
+        Raises:
+            MirrorNotFoundError: no such mirror of that repository.
+        """
+        self.get_mirror(source_repo, name)
+        return read_history(self.store.kv, name, self._clock())
+
+    def promotion_report(self, source_repo: str, name: str) -> dict[str, Any]:
+        """Return the report of the newest promotion of mirror ``name`` of ``source_repo``.
+
+        Raises:
+            NotFoundError: the mirror was never promoted (from that repository).
+        """
+        report = self.store.get_promotion(name)
+        if report is None or not str(report.get("source", "")).endswith(f"/{source_repo}"):
+            raise NotFoundError(f"promotion of mirror {name!r} of {source_repo!r} not found")
+        return report
 
     async def delete_mirror(self, source_repo: str, name: str) -> None:
         """Stop mirroring; the mirror repository stays (read-only) with what it shows."""

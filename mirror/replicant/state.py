@@ -10,6 +10,8 @@ share it and a restarted replica resumes from it:
 - ``replicant/range-retention/<name>/`` → which retained heads hold those ranges
   (:class:`~mirror.validator.retention.RangeRetention`);
 - ``replicant/preserved/<name>`` → the branches adopting repository ``name`` preserved (JSON);
+- ``replicant/lag-history/<name>/<branch>/<slot>`` → the branch's lag of the last hour
+  (:mod:`~mirror.replicant.lag_history`);
 - ``replicant/promotions/<name>`` → the report of the newest promotion of mirror ``name`` (JSON),
   kept after the mirror's configuration is removed.
 """
@@ -24,6 +26,7 @@ from typing import Any, Literal
 
 from mirror.errors import AlreadyExistsError, NotFoundError
 from mirror.kv import KV, KeyNotFoundError, KVPreconditionFailedError
+from mirror.replicant.lag_history import history_prefix
 
 __all__ = [
     "BranchState",
@@ -234,6 +237,7 @@ class ReplicantStore:
             _ROOT + b"status/" + name.encode() + b"/",
             self.ranges_prefix(name),
             self.range_retention_prefix(name),
+            history_prefix(name),
         ):
             for key, _ in list(self.kv.scan(prefix)):
                 self.kv.delete(key)

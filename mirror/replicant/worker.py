@@ -40,6 +40,7 @@ from mirror.replicant.history import (
     intermediate_probes,
     parents_first,
 )
+from mirror.replicant.lag_history import LagHistory, LagSample
 from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.state import BranchState, BranchStatus, Lag, MirrorConfig, ReplicantStore
 from mirror.validator import ValidationReport, Validator
@@ -108,6 +109,7 @@ class MirrorWorker:
         self.metrics = metrics
         self.settings = settings or WorkerSettings()
         self._clock = clock
+        self.history = LagHistory(store.kv, config.name)
         self._log = get_logger("mirror.replicant").bind(mirror=config.name)
         self._commits: OrderedDict[str, RemoteCommit] = OrderedDict()
         # commits known to be on the mirror; forgetting one only costs a lookup on the mirror
@@ -137,6 +139,10 @@ class MirrorWorker:
                 task.cancel()
             await asyncio.gather(*self._branch_tasks.values(), return_exceptions=True)
             self._branch_tasks.clear()
+            try:
+                self.history.flush()
+            except LakeMirrorError as exc:
+                self._log.warning("the last lag samples were not kept", error=str(exc))
             self._log.info("mirror worker stopped")
 
     async def poll_once(self) -> None:
@@ -204,6 +210,7 @@ class MirrorWorker:
                 continue
             self._status.pop(branch, None)
             self.store.drop_status(self.config.name, branch)
+            self.history.drop_branch(branch)
             self.metrics.forget_branch(self.config.name, branch)
             self._log.info("branch deleted at the source; deleted on the mirror", branch=branch)
 
@@ -426,6 +433,10 @@ class MirrorWorker:
         self.metrics.lag_commits.labels(*labels).set(status.lag.commits)
         self.metrics.missing_objects.labels(*labels).set(status.missing_objects)
         self.store.put_status(self.config.name, status)
+        lag = status.lag
+        self.history.record(
+            status.branch, LagSample(now, status.lag_seconds, lag.commits, lag.exact)
+        )
 
     # commits
 

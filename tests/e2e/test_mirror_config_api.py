@@ -239,6 +239,95 @@ def test_mirror_lifecycle_with_status(
     assert world.b.head(name, "main") == head
 
 
+def _login(url: str, key: tuple[str, str]) -> str:
+    """Return the login token a region's server issues for ``key`` (lakeFS's auth/login)."""
+    body = {"access_key_id": key[0], "secret_access_key": key[1]}
+    answer = httpx.post(f"{url}/api/v1/auth/login", json=body, timeout=30.0)
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["token"])
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_region_mirrors_lag_history_and_the_servers_login_tokens(
+    world: TwoRegions,
+    calls: Calls,
+    reader_key: tuple[str, str],
+) -> None:
+    # a source of its own: the module's is left as the other tests expect it
+    source, _ = world.source_repo("config-hist")
+    source.branch("main").object("data/a.csv").upload(b"a,1\n")
+    source.branch("main").commit("one object")
+    path = _mirrors(source.id)
+    name = unique("history")
+    simulator = world.simulator(world.a.namespace(source.id), world.b.namespace(name))
+    created = calls.send("POST", path, json=_body(world, name, branches=["main"]))
+    assert created.status_code == 201, created.text
+    try:
+        wait_for(lambda: _branch_status(calls, path, name), 30, "main synced")
+        region = calls.send("GET", "/service/replication/v1/mirrors")
+        assert region.status_code == 200, region.text
+        assert region.json()["region"] == "b"
+        [entry] = [m for m in region.json()["results"] if m["name"] == name]
+        assert entry["source_repo"] == source.id and entry["status"][0]["branch"] == "main"
+        _error(calls.send("GET", "/service/replication/v1/mirrors", auth=("", "")), 401)
+
+        # replication held back while the source commits: the history shows the lag
+        simulator.stall()
+        main = source.branch("main")
+        main.object("data/held.csv").upload(b"held,1\n")
+        main.commit("held back")
+        history_path = f"{path}/{name}/lag_history"
+
+        def lagging() -> dict[str, Any] | None:
+            answer = calls.send("GET", history_path)
+            assert answer.status_code == 200, answer.text
+            body: dict[str, Any] = answer.json()
+            samples = [s for b in body["branches"] for s in b["samples"]]
+            return body if any((s["lag_commits"] or 0) >= 1 for s in samples) else None
+
+        history = wait_for(lagging, 30, "a lagging sample")
+        assert history["mirror"] == name
+        assert history["window_seconds"] == 3600 and history["slot_seconds"] == 10
+        [branch] = history["branches"]
+        assert branch["branch"] == "main"
+        times = [s["time"] for s in branch["samples"]]
+        assert times == sorted(times) and len(times) <= 360
+        for sample in branch["samples"]:
+            assert set(sample) == {"time", "lag_seconds", "lag_commits", "lag_commits_at_least"}
+            assert (sample["lag_commits"] is None) != (sample["lag_commits_at_least"] is None)
+        simulator.resume()
+        wait_for(lambda: _branch_status(calls, path, name), 30, "main synced again")
+        _error(calls.send("GET", f"{path}/no-such-mirror/lag_history"), 404)
+        unknown = _error(calls.send("GET", f"{path}/{name}/promotion"), 404)
+        assert unknown == f"promotion of mirror {name!r} of {source.id!r} not found"
+
+        # the region's login tokens sign in as the key they were issued for, and only as it
+        reader = _login(world.b.server.url, reader_key)
+        as_reader = calls.send("GET", history_path, auth=("", ""), headers=_bearer(reader))
+        assert as_reader.status_code == 200 and as_reader.json()["mirror"] == name
+        refused = calls.send("DELETE", f"{path}/{name}", auth=("", ""), headers=_bearer(reader))
+        assert "may not fs:DeleteRepository" in _error(refused, 403)
+        region_a = (world.a.server.access_key_id, world.a.server.secret_access_key)
+        foreign = _login(world.a.server.url, region_a)
+        bad = calls.send("GET", history_path, auth=("", ""), headers=_bearer(foreign))
+        assert _error(bad, 401) == "error authenticating request: invalid token signature"
+        # the session cookie alone is no credential here: only a Bearer token is
+        cookie = calls.send(
+            "GET",
+            history_path,
+            auth=("", ""),
+            headers={"Cookie": f"internal_auth_session={reader}"},
+        )
+        assert "no credentials" in _error(cookie, 401)
+    finally:
+        simulator.resume()
+        assert calls.send("DELETE", f"{path}/{name}").status_code == 204
+    _error(calls.send("GET", f"{path}/{name}/lag_history"), 404)
+
+
 def _refusal(write: Callable[[], object]) -> tuple[int | None, str]:
     """Return the status and message with which the server refused an SDK write."""
     try:

@@ -26,6 +26,7 @@ from mirror.core.catalog import Catalog
 from mirror.errors import AlreadyExistsError, InvalidValueError, NotFoundError
 from mirror.kv import MemoryKV
 from mirror.replicant.client import LakeFSClient, RemoteCommit
+from mirror.replicant.lag_history import read_history
 from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.readers import NamespaceReaders
 from mirror.replicant.service import (
@@ -179,6 +180,24 @@ async def test_the_head_moves_only_once_every_file_arrived(pair: Pair) -> None:
     assert _value(pair.metrics, "lakemirror_missing_objects", **labels) == 0
     # nothing new: no move
     assert await pair.worker.sync_branch("main") is False
+
+
+@pytest.mark.anyio
+async def test_each_round_of_a_branch_feeds_its_lag_history(pair: Pair) -> None:
+    _commit(pair.a, {"a.csv": b"1"}, "one")
+    _commit(pair.a, {"b.csv": b"2" * 3000}, "two")
+    held = pair.a.catalog.stat_object("origin", "main", "b.csv").physical_address
+    _copy_all(pair.src_store, pair.dst_store, skip=lambda k: k == held.split("/", 3)[-1])
+    sync = asyncio.create_task(pair.worker.sync_branch("main"))
+    await _until(lambda: [s.state for s in pair.worker.status()] == ["waiting"], "waiting")
+    _copy_all(pair.src_store, pair.dst_store)
+    assert await asyncio.wait_for(sync, 10) is True
+    pair.worker.history.flush()
+    samples = read_history(pair.worker.store.kv, "origin-mirror", time.time())["main"]
+    # the slot (or slots) of this short run keep the worst lag seen: all three commits behind
+    assert max(s.lag_commits for s in samples) == 3
+    assert all(s.exact for s in samples if s.lag_commits == 3)
+    assert all(s.time <= time.time() for s in samples)
 
 
 @pytest.mark.anyio
