@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from mirror.core.mirror_health import ALERTS, AlertRule
 from tests.deploy.tools import ROOT, run_tool
 
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yaml"
@@ -91,3 +92,31 @@ def test_runbook_sections_exist_only_for_alerts() -> None:
     section = text.split("\n## Alerts", 1)[1].split("\n## ", 1)[0]
     documented = {line[4:].strip() for line in section.splitlines() if line.startswith("### ")}
     assert documented == {rule["alert"] for rule in _alerts()}
+
+
+def _seconds(duration: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)([smh])", duration).groups()  # type: ignore[union-attr]
+    return float(number) * {"s": 1, "m": 60, "h": 3600}[unit]
+
+
+@pytest.mark.parametrize("health", ALERTS, ids=lambda rule: rule.name)
+def test_the_health_of_mirrors_uses_the_alerts_thresholds(health: AlertRule) -> None:
+    """The web UI's healthy / lagging / stuck (mirror.core.mirror_health) is these rules'."""
+    rule = {r["alert"]: r for r in _alerts()}[health.name]
+    assert _seconds(rule["for"]) == health.holds_for
+    severity = {"lagging": "warning", "stuck": "critical"}[health.health]
+    assert rule["labels"]["severity"] == severity
+    # the comparisons of the expression (but the lease holder's selection): the largest is
+    # the threshold, the others are "> 0"
+    expr = rule["expr"].replace("(lakemirror_lease_held == 1)", "")
+    compared = [float(n) for n in re.findall(r"(?:[<>]|==)\s*(\d+(?:\.\d+)?)", expr)]
+    assert max(compared) == health.threshold
+    assert set(compared) - {health.threshold} <= {0.0}
+
+
+def test_every_mirror_alert_but_the_error_rate_decides_a_mirrors_health() -> None:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    (mirroring,) = [g for g in groups if g["name"] == "lakemirror-mirroring"]
+    names = {rule["alert"] for rule in mirroring["rules"]}
+    # a rate of failed calls needs Prometheus; a branch's last_error shows those failures
+    assert names - {rule.name for rule in ALERTS} == {"LakeMirrorSourceErrors"}
