@@ -26,7 +26,7 @@ from mirror.ui.headers import SecurityHeadersMiddleware
 from mirror.ui.page import UIState, render_page
 from mirror.ui.render import STATIC_PREFIX, Templates
 from mirror.ui.session import CsrfRefused, SignInRequired, sign_in_url
-from mirror.ui.views import auth, branches, repositories, repository
+from mirror.ui.views import auth, branches, changes, commit, commits, repositories, repository
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -43,6 +43,9 @@ def ui_routes() -> list[BaseRoute]:
         *repositories.routes,
         *repository.routes,
         *branches.routes,
+        *changes.routes,
+        *commits.routes,
+        *commit.routes,
         Mount(STATIC_PREFIX.rstrip("/"), StaticFiles(directory=STATIC_DIR), name="static"),
     ]
 

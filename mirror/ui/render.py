@@ -26,8 +26,8 @@ def urlpart(value: object) -> str:
     return quote(str(value), safe="")
 
 
-def page_url(path: str, **params: object) -> str:
-    """Return ``path`` with the query ``params`` that are not empty."""
+def page_url(path: str, /, **params: object) -> str:
+    """Return ``path`` with the query ``params`` that are not empty (``path`` may be one)."""
     kept = {k: str(v) for k, v in params.items() if v not in (None, "")}
     return f"{path}?{urlencode(kept)}" if kept else path
 

@@ -105,3 +105,22 @@ def page(browser: Browser, watch: Watch) -> Iterator[Page]:
     context.close()
     assert not watch.dialogs, f"a page opened dialogs: {watch.dialogs}"
     assert not watch.csp, f"a page broke its content security policy: {watch.csp}"
+
+
+def make_mirror(admin: httpx.Client, source: str, region: str = "us-east-1") -> str:
+    """Create a mirror of ``source`` whose main holds source's main: its commits, oldest first."""
+    name = unique("copy")
+    body = {
+        "name": name,
+        "storage_namespace": f"local://{name}",
+        "mirror_of": f"{region}/{source}",
+    }
+    admin.post("/mirror/repositories", json=body).raise_for_status()
+    log = admin.get(f"/repositories/{source}/refs/main/commits", params={"amount": 1000})
+    log.raise_for_status()
+    commits = log.json()["results"]
+    for commit in reversed(commits):
+        admin.post(f"/repositories/{name}/mirror/commits", json=commit).raise_for_status()
+    head = {"commit_id": commits[0]["id"]}
+    admin.put(f"/repositories/{name}/mirror/branches/main", json=head).raise_for_status()
+    return name

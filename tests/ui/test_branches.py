@@ -29,7 +29,17 @@ from tests.ui.conftest import make_user
 pytestmark = pytest.mark.ui
 
 MESSAGE = " ".join(HOSTILE)
-TABS = ["Objects", "Commits", "Branches", "Tags", "Compare", "Pull Requests", "Actions", "Settings"]
+TABS = [
+    "Objects",
+    "Uncommitted Changes",
+    "Commits",
+    "Branches",
+    "Tags",
+    "Compare",
+    "Pull Requests",
+    "Actions",
+    "Settings",
+]
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,7 @@ def test_the_tabs_are_lakefs_and_the_repository_opens_on_branches(
     expect(page).to_have_url(server.url + shop.url)
     tabs = page.get_by_role("navigation", name="Repository")
     assert tabs.locator("li").all_inner_texts() == TABS
-    expect(tabs.get_by_role("link")).to_have_count(1)
+    expect(tabs.get_by_role("link")).to_have_count(3)
     expect(tabs.get_by_role("link", name="Branches")).to_have_attribute("aria-current", "page")
     page.goto(f"{server.url}/ui/repositories/{unique('absent')}/branches")
     expect(page.get_by_role("alert")).to_contain_text("repository not found")

@@ -31,7 +31,8 @@ class Tab:
 
 TABS = (
     Tab("objects", "Objects", False),
-    Tab("commits", "Commits", False),
+    Tab("changes", "Uncommitted Changes", True),
+    Tab("commits", "Commits", True),
     Tab("branches", "Branches", True),
     Tab("tags", "Tags", False),
     Tab("compare", "Compare", False),
@@ -39,7 +40,7 @@ TABS = (
     Tab("actions", "Actions", False),
     Tab("settings", "Settings", False),
 )
-"""lakeFS's repository tabs, in its order."""
+"""lakeFS's repository tabs, in its order (its objects page's uncommitted changes are a tab)."""
 
 DEFAULT_TAB = "branches"
 """The tab a repository opens on (lakeFS's Objects, once that tab is served)."""
