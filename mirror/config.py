@@ -268,6 +268,17 @@ class UISettings(_Section):
 
     enabled: bool = True
     """Serve the UI (and redirect a browser's ``/`` to it); ``false``: those paths answer 404."""
+    replicant_url: str = ""
+    """The base URL of this region's replicant (``http://127.0.0.1:8001``); empty: no mirroring
+    pages. The UI calls its configuration API as the signed-in person."""
+
+    @field_validator("replicant_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("ui.replicant_url must be an http:// or https:// URL")
+        return value
 
 
 class ActionsEnvSettings(_Section):

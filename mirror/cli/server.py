@@ -331,7 +331,8 @@ def build_app(
     front: ASGIApp = api
     if config.ui.enabled:
         csrf = CsrfTokens.from_login_tokens(login_tokens)
-        front = with_ui(api, create_ui_app(api, csrf, api.state.metrics))
+        ui = create_ui_app(api, csrf, api.state.metrics, replicant_url=config.ui.replicant_url)
+        front = with_ui(api, ui)
     if not config.gateway.enabled:
         return front
     state = GatewayState(catalog, api.state.api.auth, config.gateway, login_tokens)

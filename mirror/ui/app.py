@@ -23,10 +23,14 @@ from mirror.httputil.request_log import RequestLogMiddleware
 from mirror.ui.api import ApiClient, ApiError, SignedOut
 from mirror.ui.csrf import CsrfTokens
 from mirror.ui.headers import SecurityHeadersMiddleware
+from mirror.ui.mirroring import install_replicant
 from mirror.ui.page import UIState, render_page
 from mirror.ui.render import STATIC_PREFIX, Templates
 from mirror.ui.session import CsrfRefused, SignInRequired, sign_in_url
 from mirror.ui.views import auth, branches, changes, commit, commits, repositories, repository
+from mirror.ui.views import mirror as mirror_page
+from mirror.ui.views import mirrors as mirrors_page
+from mirror.ui.views import promotion as promotion_page
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -46,6 +50,9 @@ def ui_routes() -> list[BaseRoute]:
         *changes.routes,
         *commits.routes,
         *commit.routes,
+        *mirrors_page.routes,
+        *mirror_page.routes,
+        *promotion_page.routes,
         Mount(STATIC_PREFIX.rstrip("/"), StaticFiles(directory=STATIC_DIR), name="static"),
     ]
 
@@ -70,7 +77,11 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 
 def create_ui_app(
-    api_app: ASGIApp, csrf: CsrfTokens, metrics: HttpMetrics | None = None
+    api_app: ASGIApp,
+    csrf: CsrfTokens,
+    metrics: HttpMetrics | None = None,
+    *,
+    replicant_url: str = "",
 ) -> ASGIApp:
     """Return the UI app, reading every page's data from ``api_app`` (the ``/api/v1`` app).
 
@@ -81,6 +92,8 @@ def create_ui_app(
         api_app: The REST API's ASGI app, called in process as the signed-in person.
         csrf: The installation's CSRF tokens (:meth:`CsrfTokens.from_login_tokens`).
         metrics: The HTTP metrics the UI's requests count in (the API's, on one listener).
+        replicant_url: This region's replicant (``ui.replicant_url``): the mirroring pages
+            call it; empty, they are not served.
     """
     app = Starlette(
         routes=ui_routes(),
@@ -93,6 +106,7 @@ def create_ui_app(
         },
     )
     app.state.ui = UIState(ApiClient(api_app), csrf, Templates())
+    install_replicant(app, replicant_url)
     # outside Starlette's own error middleware, so that even its 500 page carries the headers
     served: ASGIApp = RequestLogMiddleware(SecurityHeadersMiddleware(app))
     return served if metrics is None else MetricsMiddleware(served, metrics)

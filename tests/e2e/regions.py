@@ -183,10 +183,10 @@ class TwoRegions:
 
     @contextmanager
     def replicant(
-        self, replica_id: str = "r1", poll: float = 0.1, lease: float = 2.0
+        self, replica_id: str = "r1", poll: float = 0.1, lease: float = 2.0, port: int = 0
     ) -> Iterator[Replicant]:
-        """Run a replicant replica of region ``b`` until the block ends."""
-        port = free_port()
+        """Run a replicant replica of region ``b`` until the block ends (on ``port``, or any)."""
+        port = port or free_port()
         config = self.replicant_config(replica_id, port, poll, lease)
         log_path = self.tmp / f"replicant-{replica_id}.log"
         command = [sys.executable, "-m", "mirror.cli.main", "replicant", "--config", str(config)]

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from mirror.ui.mirroring import known_mirrors
 from mirror.ui.page import Page
 from mirror.ui.render import urlpart
 
@@ -55,10 +56,14 @@ def repository_url(repository: str, tab: str | None = None) -> str:
 async def load_repository(page: Page, repository: str) -> dict[str, Any]:
     """Return the repository as ``GET /api/v1/repositories/{repository}`` answers it.
 
+    With a replicant configured, ``ui_mirrors`` holds the mirrors it knows for the
+    repository, which the repository's header lists (:func:`~mirror.ui.mirroring.known_mirrors`).
+
     Raises:
         ApiError: not found, or not readable by the person (the page shows the API's message).
     """
     found: dict[str, Any] = await page.get(f"/repositories/{urlpart(repository)}")
+    found["ui_mirrors"] = await known_mirrors(page, found)
     return found
 
 
