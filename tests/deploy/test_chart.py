@@ -48,7 +48,10 @@ EVERYTHING: dict[str, Any] = {
         "dynamodb": {"accessKeyId": "AKIADYNAMO00000001", "secretAccessKey": "ddb-secret"},
     },
     "server": {
-        "ingress": {"tls": [{"secretName": "lakemirror-tls", "hosts": ["lm.example.com"]}]},
+        "ingress": {
+            "tls": [{"secretName": "lakemirror-tls", "hosts": ["lm.example.com"]}],
+            "gatewayDomains": ["s3.lm.example.com"],
+        },
         "service": {
             "type": "LoadBalancer",
             "port": 80,
@@ -63,7 +66,7 @@ EVERYTHING: dict[str, Any] = {
     },
 }
 """Overrides turning on what the examples leave off: the chart's own Secret with every key,
-TLS, a LoadBalancer, restricted NetworkPolicies."""
+TLS, the S3 gateway's domains on the Ingress, a LoadBalancer, restricted NetworkPolicies."""
 
 
 @pytest.fixture(scope="module")

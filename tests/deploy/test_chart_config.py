@@ -76,6 +76,10 @@ def test_a_region_configuration_is_what_the_values_say(
     assert config["blockstore"]["s3"]["secret_access_key"] is None
     assert config["logging"] == {"format": "json", "level": "info"}
     assert config["data_dir"] == "/var/lib/lakemirror"
+    assert config["ui"] == {
+        "enabled": True,
+        "replicant_url": "http://lakemirror-replicant.lakemirror.svc:8001",
+    }
     if deployment == "lakemirror-server":
         assert config["server"]["host"] == "0.0.0.0" and config["server"]["port"] == 8000
         assert config["server"]["workers"] == (2 if region == "us-east-1" else 1)
@@ -153,3 +157,4 @@ def test_the_embedded_configuration(tmp_path: Path) -> None:
     assert config["kv"]["sqlite"]["path"] == "/var/lib/lakemirror/kv.sqlite"
     assert config["blockstore"]["local"]["root"] == "/var/lib/lakemirror"
     assert config["blockstore"]["s3"]["region"] is None
+    assert config["ui"] == {"enabled": True, "replicant_url": ""}, "no replicant runs"

@@ -248,9 +248,16 @@ def test_network_policies_open_the_ports_to_the_peers_named(mirror: Manifests) -
     (rule,) = server["ingress"]
     assert "from" not in rule, "the API is open to clients and to other regions' replicants"
     (rule,) = replicant["ingress"]
+    server_pods = {
+        "app.kubernetes.io/name": "lakemirror",
+        "app.kubernetes.io/instance": "lakemirror",
+        "app.kubernetes.io/component": "server",
+    }
     assert rule["from"] == [
         {"podSelector": {}},
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
+        # the web UI's mirroring pages call the replicant from the server
+        {"podSelector": {"matchLabels": server_pods}},
     ]
     assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
 

@@ -88,6 +88,20 @@ lakemirror-{{ .component }}
 {{- printf "http://%s.%s.svc:%d" (include "lakemirror.componentName" (dict "root" . "component" "server")) .Release.Namespace (int .Values.server.service.port) -}}
 {{- end -}}
 
+{{/* The in-cluster URL of this release's replicant. */}}
+{{- define "lakemirror.replicantServiceUrl" -}}
+{{- printf "http://%s.%s.svc:%d" (include "lakemirror.componentName" (dict "root" . "component" "replicant")) .Release.Namespace (int .Values.replicant.service.port) -}}
+{{- end -}}
+
+{{/* The replicant the web UI calls: ui.replicantUrl, else this release's when it runs. */}}
+{{- define "lakemirror.uiReplicantUrl" -}}
+{{- if .Values.ui.replicantUrl -}}
+{{- .Values.ui.replicantUrl -}}
+{{- else if include "lakemirror.replicantEnabled" . -}}
+{{- include "lakemirror.replicantServiceUrl" . -}}
+{{- end -}}
+{{- end -}}
+
 {{/*
 LakeMirror's own configuration file (docs/configuration.md), rendered from the values. Secrets
 are not in it: they come from the Secret as LAKEMIRROR_* variables (lakemirror.secretEnv).
@@ -139,7 +153,11 @@ are not in it: they come from the Secret as LAKEMIRROR_* variables (lakemirror.s
     "bulk_threshold" (int64 $v.replicant.bulkThreshold)
     "shutdown_timeout" $v.replicant.shutdownTimeout)
   "regions" $regions
+  "ui" (dict "enabled" $v.ui.enabled "replicant_url" (include "lakemirror.uiReplicantUrl" .))
 -}}
+{{- with $v.server.ingress.gatewayDomains }}
+{{- $_ := set $config "gateway" (dict "domain_names" .) -}}
+{{- end -}}
 {{- toYaml (mustMergeOverwrite $config (deepCopy $v.extraConfig)) -}}
 {{- end -}}
 
