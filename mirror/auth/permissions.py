@@ -47,6 +47,9 @@ class Action:
     READ_TAG = "fs:ReadTag"
     LIST_TAGS = "fs:ListTags"
     READ_CONFIG = "fs:ReadConfig"
+    LIST_PULL_REQUESTS = "pr:ListPullRequests"
+    READ_PULL_REQUEST = "pr:ReadPullRequest"
+    WRITE_PULL_REQUEST = "pr:WritePullRequest"
     MIRROR_REPOSITORY = "fs:MirrorRepository"
 
     READ_USER = "auth:ReadUser"

@@ -27,7 +27,19 @@ from mirror.ui.mirroring import install_replicant
 from mirror.ui.page import UIState, render_page
 from mirror.ui.render import STATIC_PREFIX, Templates
 from mirror.ui.session import CsrfRefused, SignInRequired, sign_in_url
-from mirror.ui.views import auth, branches, changes, commit, commits, repositories, repository
+from mirror.ui.views import (
+    auth,
+    branches,
+    changes,
+    commit,
+    commits,
+    compare,
+    merges,
+    pulls,
+    repositories,
+    repository,
+    tags,
+)
 from mirror.ui.views import mirror as mirror_page
 from mirror.ui.views import mirrors as mirrors_page
 from mirror.ui.views import promotion as promotion_page
@@ -50,6 +62,10 @@ def ui_routes() -> list[BaseRoute]:
         *changes.routes,
         *commits.routes,
         *commit.routes,
+        *tags.routes,
+        *compare.routes,
+        *merges.routes,
+        *pulls.routes,
         *mirrors_page.routes,
         *mirror_page.routes,
         *promotion_page.routes,

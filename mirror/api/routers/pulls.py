@@ -33,9 +33,9 @@ __all__ = [
     "router",
 ]
 
-READ_PULL_REQUEST = "pr:ReadPullRequest"
-WRITE_PULL_REQUEST = "pr:WritePullRequest"
-LIST_PULL_REQUESTS = "pr:ListPullRequests"
+READ_PULL_REQUEST = Action.READ_PULL_REQUEST
+WRITE_PULL_REQUEST = Action.WRITE_PULL_REQUEST
+LIST_PULL_REQUESTS = Action.LIST_PULL_REQUESTS
 
 router = APIRouter(route_class=LakeFSRoute, tags=["pulls", "experimental"])
 

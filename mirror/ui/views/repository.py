@@ -35,9 +35,9 @@ TABS = (
     Tab("changes", "Uncommitted Changes", True),
     Tab("commits", "Commits", True),
     Tab("branches", "Branches", True),
-    Tab("tags", "Tags", False),
-    Tab("compare", "Compare", False),
-    Tab("pulls", "Pull Requests", False),
+    Tab("tags", "Tags", True),
+    Tab("compare", "Compare", True),
+    Tab("pulls", "Pull Requests", True),
     Tab("actions", "Actions", False),
     Tab("settings", "Settings", False),
 )
