@@ -12,9 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
-from mirror.cli.demo import register_demo_command, run_demo
+from mirror.cli.demo import demo_regions, register_demo_command, run_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_DEADLINE = 240.0
@@ -91,6 +92,13 @@ def test_demo_runs_for_its_duration_and_reports_a_consistent_mirror(tmp_path: Pa
     assert result.returncode == 0, result.stdout + result.stderr
     check_report(result.stdout, result.stderr, data_dir)
     assert not (data_dir / "region-a" / "stale").exists()
+    # both regions' web UI, and the key to sign in with, are on the terminal
+    assert re.search(
+        r"^  web UI +region a http://127\.0\.0\.1:\d+/ui/, region b http://127\.0\.0\.1:\d+/ui/ ",
+        result.stdout,
+        re.M,
+    ), result.stdout
+    assert re.search(r"^  region b +http://\S+ +admin key AKIADEMOB\w+ / \w+$", result.stdout, re.M)
     # without a terminal the view is plain progress lines, no cursor movement
     assert "\x1b[" not in result.stdout
     assert re.search(
@@ -126,6 +134,27 @@ def test_ctrl_c_stops_writing_and_still_reports(tmp_path: Path) -> None:
     stdout, stderr = out_path.read_text(), err_path.read_text()
     assert code == 0, stdout + stderr
     check_report(stdout, stderr, data_dir)
+
+
+@pytest.mark.slow
+def test_region_bs_web_ui_shows_the_demo_mirror_through_its_replicant(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with demo_regions(tmp_path / "demo", out=out) as regions:
+        said = out.getvalue()
+        found = re.search(r"^  region b +(http://\S+) +admin key (\S+) / (\S+)$", said, re.M)
+        assert found, said
+        url, key, secret = found.groups()
+        assert f"region b {url}/ui/ (its mirrors: {url}/ui/mirrors)" in said
+        login = {"access_key_id": key, "secret_access_key": secret}
+        token = httpx.post(f"{url}/api/v1/auth/login", json=login, timeout=30.0).json()["token"]
+        with httpx.Client(base_url=url, cookies={"internal_auth_session": token}) as browser:
+            mirrors = browser.get("/ui/mirrors")
+            assert mirrors.status_code == 200, mirrors.text
+            assert "Mirrors in region b" in mirrors.text
+            assert f">{regions.mirror_repo}</a>" in mirrors.text
+            page = browser.get(f"/ui/mirrors/{regions.source_repo}/{regions.mirror_repo}")
+            assert page.status_code == 200, page.text
+            assert "Lag history" in page.text and "<svg" in page.text
 
 
 def parse(*args: str) -> argparse.Namespace:

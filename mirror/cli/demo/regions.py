@@ -155,7 +155,8 @@ class Deployment:
         port_a, port_b, port_r = free_port(), free_port(), free_port()
         self.say(f"LakeMirror demo: two regions on 127.0.0.1, data and logs in {opts.data_dir}")
         a = self._server("a", port_a, region_a, key_a, env)
-        b = self._server("b", port_b, region_b, key_b, env)
+        # region b's web UI shows its mirrors through the replicant started below
+        b = self._server("b", port_b, region_b, key_b, env, f"http://127.0.0.1:{port_r}")
         self.children.wait_healthy(a)
         self.children.wait_healthy(b)
         for child, key in ((a, key_a), (b, key_b)):
@@ -163,6 +164,10 @@ class Deployment:
                 f"  {child.name:<10}{child.url}  admin key {key.access_key_id} / "
                 f"{key.secret_access_key}"
             )
+        self.say(
+            f"  web UI     region a {a.url}/ui/, region b {b.url}/ui/ (its mirrors: "
+            f"{b.url}/ui/mirrors); sign in with the region's admin key above"
+        )
         source = self.client(f"{a.url}/api/v1", key_a)
         mirror = self.client(f"{b.url}/api/v1", key_b)
         replicator = create_replicator(mirror)
@@ -221,13 +226,21 @@ class Deployment:
         )
 
     def _server(
-        self, region: str, port: int, data_dir: Path, key: Key, env: dict[str, str]
+        self,
+        region: str,
+        port: int,
+        data_dir: Path,
+        key: Key,
+        env: dict[str, str],
+        replicant_url: str = "",
     ) -> Child:
         environment = {
             **env,
             "LAKEMIRROR_ADMIN_ACCESS_KEY_ID": key.access_key_id,
             "LAKEMIRROR_ADMIN_SECRET_ACCESS_KEY": key.secret_access_key,
         }
+        if replicant_url:
+            environment["LAKEMIRROR_UI__REPLICANT_URL"] = replicant_url
         args = _server_args(port, data_dir)
         log = self.options.data_dir / f"region-{region}.log"
         return self.children.spawn(f"region {region}", args, port, log, environment)
