@@ -69,6 +69,7 @@ class ApiClient:
     """
 
     def __init__(self, app: ASGIApp) -> None:
+        self.app = app
         self._client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url=f"http://{_HOST}", timeout=_TIMEOUT
         )
@@ -86,6 +87,8 @@ class ApiClient:
         params: Mapping[str, str | int] | None = None,
         json: Any = None,
         scheme: str = "http",
+        headers: Mapping[str, str] | None = None,
+        files: Any = None,
     ) -> httpx.Response:
         """Send one call and return the API's answer, whatever its status.
 
@@ -97,16 +100,20 @@ class ApiClient:
             json: The JSON body.
             scheme: ``https`` when the browser reached the UI over TLS, so the API marks the
                 cookies it sets ``Secure`` as it does for any client over TLS.
+            headers: More request headers (``Range``, ...).
+            files: Files sent as ``multipart/form-data`` (httpx's ``files``).
         """
-        headers: dict[str, str] = {}
+        sent: dict[str, str] = dict(headers or {})
         if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
+            sent["Authorization"] = f"Bearer {token}"
         # the API logs the call under the page's request ID, so a page's calls read together
         request_id = structlog.contextvars.get_contextvars().get("request_id")
         if isinstance(request_id, str):
-            headers["X-Request-ID"] = request_id
+            sent["X-Request-ID"] = request_id
         url = f"{scheme}://{_HOST}{path}"
-        return await self._client.request(method, url, params=params, json=json, headers=headers)
+        return await self._client.request(
+            method, url, params=params, json=json, headers=sent, files=files
+        )
 
     async def call(
         self,
@@ -116,6 +123,8 @@ class ApiClient:
         *,
         params: Mapping[str, str | int] | None = None,
         json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        files: Any = None,
     ) -> httpx.Response:
         """Send one call of the signed-in user under ``/api/v1``; return a successful answer.
 
@@ -129,6 +138,8 @@ class ApiClient:
             token=token,
             params=params,
             json=json,
+            headers=headers,
+            files=files,
         )
         if response.status_code == 401:
             raise SignedOut(error_text(response))

@@ -35,10 +35,13 @@ from mirror.ui.views import (
     commits,
     compare,
     merges,
+    object_page,
+    objects,
     pulls,
     repositories,
     repository,
     tags,
+    upload,
 )
 from mirror.ui.views import mirror as mirror_page
 from mirror.ui.views import mirrors as mirrors_page
@@ -58,6 +61,9 @@ def ui_routes() -> list[BaseRoute]:
         *auth.routes,
         *repositories.routes,
         *repository.routes,
+        *objects.routes,
+        *upload.routes,
+        *object_page.routes,
         *branches.routes,
         *changes.routes,
         *commits.routes,

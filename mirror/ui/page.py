@@ -83,14 +83,21 @@ class Page:
         *,
         json: Any = None,
         params: Mapping[str, str | int] | None = None,
+        headers: Mapping[str, str] | None = None,
+        files: Any = None,
     ) -> httpx.Response:
-        """Send a change to ``/api/v1<path>`` as the signed-in person; return the answer.
+        """Send a call to ``/api/v1<path>`` as the signed-in person; return the answer.
+
+        Also reads what :meth:`get` cannot: bytes (with ``headers`` such as ``Range``). ``files``
+        go as ``multipart/form-data``.
 
         Raises:
             SignedOut: the API no longer accepts the session.
             ApiError: the API refused, with its message.
         """
-        return await self.ui.api.call(method, path, self.session.token, params=params, json=json)
+        return await self.ui.api.call(
+            method, path, self.session.token, params=params, json=json, headers=headers, files=files
+        )
 
     async def allowed(self, permissions: Sequence[Permission]) -> list[bool]:
         """Return whether the person holds each permission (``POST /api/v1/user/permissions``).

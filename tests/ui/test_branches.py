@@ -111,10 +111,9 @@ def test_branches_show_heads_defaults_and_protection_with_hostile_text_inert(
     screenshot(page, "branches")
 
 
-def test_the_tabs_are_lakefs_and_the_repository_opens_on_branches(
-    page: Page, server: Server, shop: Shop
-) -> None:
-    sign_in_admin(page, server, f"/ui/repositories/{shop.name}")
+def test_the_tabs_are_lakefs(page: Page, server: Server, shop: Shop) -> None:
+    # a repository opens on Objects (tests/ui/test_objects.py); its Branches tab is this page
+    sign_in_admin(page, server, shop.url)
     expect(page).to_have_url(server.url + shop.url)
     tabs = page.get_by_role("navigation", name="Repository")
     assert tabs.locator("li").all_inner_texts() == TABS

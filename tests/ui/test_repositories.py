@@ -58,7 +58,7 @@ def test_create_shows_the_servers_messages_then_opens_the_repository(
     page.get_by_label("Storage namespace").fill(f"local://{name}")
     page.get_by_label("Default branch").fill("trunk")
     page.get_by_role("button", name="Create repository").click()
-    expect(page).to_have_url(f"{server.url}/ui/repositories/{name}/branches")
+    expect(page).to_have_url(f"{server.url}/ui/repositories/{name}/objects")
     expect(page.get_by_role("heading", level=1)).to_have_text(name)
     created = admin.get(f"/repositories/{name}").json()
     assert (created["default_branch"], created["storage_namespace"]) == ("trunk", f"local://{name}")

@@ -10,6 +10,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http.cookies import SimpleCookie
+from typing import Any
 
 import httpx
 import pytest
@@ -23,7 +24,12 @@ from mirror.core import open_memory
 from mirror.ui import CsrfTokens, create_ui_app, with_ui
 from mirror.ui.csrf import HEADER
 from mirror.ui.dispatch import is_ui_request
-from mirror.ui.headers import CONTENT_SECURITY_POLICY, SECURITY_HEADERS, SecurityHeadersMiddleware
+from mirror.ui.headers import (
+    CONTENT_SECURITY_POLICY,
+    SECURITY_HEADERS,
+    USER_CONTENT_SECURITY_POLICY,
+    SecurityHeadersMiddleware,
+)
 from mirror.ui.session import HOME_PATH, safe_next
 
 ADMIN = ("AKIAADMIN00000000001", "admin-secret")
@@ -110,6 +116,31 @@ async def test_the_headers_replace_what_a_view_set() -> None:
     assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
     assert "'unsafe-inline'" not in CONTENT_SECURITY_POLICY
     assert answer.headers["content-type"] == "text/plain"
+
+
+def _setting_csp(policy: bytes) -> Any:
+    async def inner(scope: object, receive: object, send: object) -> None:
+        headers = [(b"Content-Security-Policy", policy), (b"content-type", b"image/png")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": b"png"})  # type: ignore[operator]
+
+    return inner
+
+
+async def test_only_the_stricter_user_content_policy_survives_a_view() -> None:
+    for given, expected in (
+        (USER_CONTENT_SECURITY_POLICY.encode(), USER_CONTENT_SECURITY_POLICY),
+        (b"default-src *; script-src 'unsafe-inline'", CONTENT_SECURITY_POLICY),
+        (USER_CONTENT_SECURITY_POLICY.encode() + b"; script-src *", CONTENT_SECURITY_POLICY),
+    ):
+        transport = httpx.ASGITransport(app=SecurityHeadersMiddleware(_setting_csp(given)))
+        async with httpx.AsyncClient(transport=transport, base_url="http://ui.test") as client:
+            answer = await client.get("/")
+        assert answer.headers.get_list("content-security-policy") == [expected]
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["x-frame-options"] == "DENY"
+    assert "sandbox" in USER_CONTENT_SECURITY_POLICY.split("; ")
+    assert USER_CONTENT_SECURITY_POLICY.startswith("default-src 'none'")
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ class Tab:
 
 
 TABS = (
-    Tab("objects", "Objects", False),
+    Tab("objects", "Objects", True),
     Tab("changes", "Uncommitted Changes", True),
     Tab("commits", "Commits", True),
     Tab("branches", "Branches", True),
@@ -43,8 +43,8 @@ TABS = (
 )
 """lakeFS's repository tabs, in its order (its objects page's uncommitted changes are a tab)."""
 
-DEFAULT_TAB = "branches"
-"""The tab a repository opens on (lakeFS's Objects, once that tab is served)."""
+DEFAULT_TAB = "objects"
+"""The tab a repository opens on (lakeFS's Objects)."""
 
 
 def repository_url(repository: str, tab: str | None = None) -> str:
