@@ -57,7 +57,10 @@ def validate_branch_id(name: str) -> BranchID:
 
 
 def validate_tag_id(name: str) -> TagID:
-    """Return ``name`` as a tag ID, following git-check-ref-format (``~`` allowed).
+    """Return ``name`` as a tag ID, as lakeFS's ``ValidateTagID`` checks it.
+
+    git-check-ref-format's rules with ``~`` allowed and no ``/`` at all; like lakeFS, only
+    characters up to the space count as control characters.
 
     Raises:
         InvalidNameError: the name breaks the rule; the message names it and why.
@@ -67,13 +70,13 @@ def validate_tag_id(name: str) -> TagID:
         why = "empty"
     elif name == "@":
         why = "'@' alone is reserved"
-    elif name.endswith((".", ".lock", "/")):
-        why = "must not end with '.', '.lock' or '/'"
-    elif ".." in name or "//" in name or "@{" in name:
-        why = "must not contain '..', '//' or '@{'"
+    elif name.endswith((".", ".lock")):
+        why = "must not end with '.' or '.lock'"
+    elif ".." in name or "/" in name or "@{" in name:
+        why = "must not contain '..', '/' or '@{'"
     elif _TAG_FORBIDDEN & set(name):
         why = "must not contain any of ^ : ? * [ \\"
-    elif any(ord(c) <= 0x20 or ord(c) == 0x7F for c in name):
+    elif any(ord(c) <= 0x20 for c in name):
         why = "must not contain spaces or control characters"
     if why is not None:
         raise InvalidNameError(f"invalid tag name {name!r}: {why}")

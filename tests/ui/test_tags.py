@@ -29,7 +29,8 @@ from tests.ui.conftest import make_user
 pytestmark = pytest.mark.ui
 
 MESSAGE = " ".join(HOSTILE)
-HOSTILE_TAG = HOSTILE[1]
+# a valid tag name (no space, no "/", as lakeFS requires) that is markup if not escaped
+HOSTILE_TAG = '"><script>alert(1)<!--'
 """A valid tag name (no blank, none of ``^:?*[\\``) that is markup."""
 
 
