@@ -55,14 +55,17 @@ def _ok(answer: httpx.Response) -> httpx.Response:
     return answer
 
 
-def _png(width: int = 4, height: int = 3) -> bytes:
-    """Return a valid red PNG image, written by hand (no imaging library needed)."""
+def _png(width: int = 240, height: int = 120) -> bytes:
+    """Return a valid PNG image of a colour gradient, written by hand (no imaging library)."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
-    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    rows = b"".join(
+        b"\x00" + b"".join(bytes([x * 255 // width, y * 255 // height, 160]) for x in range(width))
+        for y in range(height)
+    )
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return (
         b"\x89PNG\r\n\x1a\n"
@@ -130,7 +133,7 @@ def shop(admin: httpx.Client) -> Iterator[Shop]:
         "data/people.json": (httpx.Response(200, json=JSON_ROWS).content, "application/json"),
         "data/events.parquet": (_parquet(), "application/octet-stream"),
         "data/2024/jan.csv": (b"a,b\n1,2\n", "text/csv"),
-        "images/dot.png": (_png(), "image/png"),
+        "images/gradient.png": (_png(), "image/png"),
         "web/index.html": (SCRIPT_HTML, "text/html"),
         "web/logo.svg": (SCRIPT_SVG, "image/svg+xml"),
         "notes/hostile.txt": (HOSTILE_TEXT.encode(), "text/plain"),
@@ -487,13 +490,13 @@ def test_parquet_shows_its_schema_and_first_rows(page: Page, server: Server, sho
 
 
 def test_a_png_shows_through_the_raw_route(page: Page, server: Server, shop: Shop) -> None:
-    sign_in_admin(page, server, shop.object("images/dot.png"))
+    sign_in_admin(page, server, shop.object("images/gradient.png"))
     image = page.locator("section.preview img")
-    expect(image).to_have_attribute("alt", "dot.png")
-    expect(image).to_have_attribute("src", shop.raw("images/dot.png"))
+    expect(image).to_have_attribute("alt", "gradient.png")
+    expect(image).to_have_attribute("src", shop.raw("images/gradient.png"))
     page.wait_for_function("() => document.querySelector('section.preview img').complete")
-    assert image.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [4, 3]
-    raw = page.request.get(server.url + shop.raw("images/dot.png"))
+    assert image.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [240, 120]
+    raw = page.request.get(server.url + shop.raw("images/gradient.png"))
     assert raw.status == 200 and raw.body() == _png()
     headers = raw.headers
     assert headers["content-type"] == "image/png"
