@@ -448,10 +448,15 @@ class CredentialsList(BaseModel):
 
 
 class UserCreation(_Request):
-    """``POST /auth/users`` body."""
+    """``POST /auth/users`` body.
+
+    ``email`` is LakeMirror's: lakeFS's schema has none, its users get an address only when
+    invited by e-mail (which LakeMirror does not send).
+    """
 
     id: str
     invite_as_email: bool = False
+    email: str | None = None
 
 
 class UserModel(BaseModel):

@@ -12,7 +12,15 @@ from mirror.auth.errors import (
     UserNotFoundError,
 )
 from mirror.auth.model import Group, User
-from mirror.auth.records import ID_PATTERN, AuthRecords, changes, check_id, encode, record_key
+from mirror.auth.records import (
+    ID_PATTERN,
+    AuthRecords,
+    changes,
+    check_email,
+    check_id,
+    encode,
+    record_key,
+)
 from mirror.kv.errors import KVPreconditionFailedError
 
 __all__ = ["PrincipalRecords"]
@@ -30,10 +38,13 @@ class PrincipalRecords(AuthRecords):
         """Create a user.
 
         Raises:
-            InvalidAuthValueError: malformed ID.
+            InvalidAuthValueError: malformed ID or e-mail address.
             UserExistsError: the ID is taken.
         """
-        user = User(check_id("user", user_id), self.now(), friendly_name, email)
+        check_id("user", user_id)
+        if email is not None:
+            check_email(email)
+        user = User(user_id, self.now(), friendly_name, email)
         try:
             self.kv.set_if(record_key("users", user_id), encode(user.to_dict()), None)
         except KVPreconditionFailedError as exc:

@@ -16,6 +16,7 @@ Layout (every ID is free of ``/``):
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import functools
 import json
 import re
@@ -36,6 +37,7 @@ __all__ = [
     "KEY_ID_PATTERN",
     "AuthRecords",
     "changes",
+    "check_email",
     "check_id",
     "check_key_id",
     "decode",
@@ -63,6 +65,22 @@ def check_id(kind: str, value: str) -> str:
             f"invalid {kind} ID {value!r}: use 1-128 of letters, digits and _.@+=,:- "
             "starting with a letter, digit or '_'"
         )
+    return value
+
+
+def check_email(value: str) -> str:
+    """Return ``value`` if it is one bare e-mail address (``local@domain``, at most 254 characters).
+
+    A quoted local part may hold any printable character, as RFC 5322 allows: pages showing an
+    address escape it.
+
+    Raises:
+        InvalidAuthValueError: it is not.
+    """
+    _, address = email.utils.parseaddr(value)
+    local, at, domain = address.rpartition("@")
+    if address != value or not (local and at and domain) or len(value) > 254:
+        raise InvalidAuthValueError(f"invalid email {value!r}: use one address, name@domain")
     return value
 
 

@@ -250,6 +250,22 @@ def test_user_group_and_policy_management(http: httpx.Client, server: Server) ->
     assert http.get(f"/auth/users/{user}").status_code == 404
 
 
+def test_a_user_is_created_with_an_email_address(http: httpx.Client) -> None:
+    # beyond lakeFS's UserCreation: a quoted local part may hold markup, and is kept as given
+    user, address = unique("mail"), '"<img src=x onerror=alert(1)>"@example.com'
+    made = http.post("/auth/users", json={"id": user, "email": address})
+    assert made.status_code == 201 and made.json()["email"] == address
+    assert http.get(f"/auth/users/{user}").json()["email"] == address
+    listed = http.get("/auth/users", params={"prefix": user}).json()["results"]
+    assert [(u["id"], u["email"]) for u in listed] == [(user, address)]
+    plain = unique("plain")
+    assert "email" not in http.post("/auth/users", json={"id": plain, "email": ""}).json()
+    for wrong in ("no-at-sign", "two@at@signs x", "Jane <jane@example.com>", "x" * 250 + "@a.io"):
+        refused = http.post("/auth/users", json={"id": unique("bad"), "email": wrong})
+        assert refused.status_code == 400, wrong
+        assert refused.json()["message"].startswith("invalid email"), refused.text
+
+
 def test_auth_lists_page_by_prefix_after_and_amount(
     http: httpx.Client, client: lakefs.Client
 ) -> None:

@@ -93,9 +93,9 @@ def list_users(state: StateDep, caller: CallerDep, paging: PageDep) -> UserList:
 
 @router.post("/auth/users", status_code=201, response_model=UserModel)
 def create_user(body: UserCreation, state: StateDep, caller: CallerDep) -> UserModel:
-    """Create a user (without access keys; create those separately)."""
+    """Create a user (without access keys; create those separately), with its e-mail if given."""
     caller.require(Permission(Action.CREATE_USER, user_arn(body.id)))
-    return user_model(state.auth.create_user(body.id))
+    return user_model(state.auth.create_user(body.id, email=body.email or None))
 
 
 @router.get(_USER, response_model=UserModel)
