@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -133,6 +134,17 @@ def test_import_replaces_destinations_in_one_commit(
     # a finished import cannot be canceled
     status_code, message = _error(_sdk(client).import_cancel, repo.id, "main", importer.import_id)
     assert status_code == 409 and message.startswith("conflict found")
+
+
+@pytest.mark.both_backends
+def test_config_advertises_import(server: Server, client: lakefs.Client, s3: Any) -> None:
+    # lakeFS's web UI (and ours) offers an import only where the server says it imports
+    storage = client.sdk_client.config_api.get_config().storage_config
+    assert storage is not None
+    assert storage.import_support is True
+    source = _sources(server, s3, {"x": b"x"})
+    assert re.match(storage.import_validity_regex, source), (storage.import_validity_regex, source)
+    assert not re.match(storage.import_validity_regex, "mem://elsewhere/")
 
 
 def test_import_errors(

@@ -19,12 +19,22 @@ from mirror.api.routers import async_ops
 from mirror.api.routing import LakeFSRoute
 from mirror.auth.tokens import LOGIN_COOKIE
 
-__all__ = ["LOGIN_FAILED_MESSAGE", "login_config", "router", "storage_config", "version_config"]
+__all__ = [
+    "IMPORT_SCHEMES",
+    "LOGIN_FAILED_MESSAGE",
+    "login_config",
+    "router",
+    "storage_config",
+    "version_config",
+]
 
 router = APIRouter(route_class=LakeFSRoute, tags=["config"])
 
 LOGIN_FAILED_MESSAGE = "The credentials don't match."
 """What lakeFS's web UI shows when a sign-in answers 401 (lakeFS's default)."""
+
+IMPORT_SCHEMES = frozenset({"local", "s3"})
+"""Namespace schemes whose storage an import can list (``mirror.core.imports``; not ``mem``)."""
 
 
 def login_config() -> LoginConfig:
@@ -53,7 +63,11 @@ def version_config(state: ApiState) -> VersionConfig:
 
 
 def storage_config(state: ApiState) -> StorageConfig:
-    """Return the storage block of ``/config`` (no pre-signed URLs: clients upload directly)."""
+    """Return the storage block of ``/config`` (no pre-signed URLs: clients upload directly).
+
+    ``import_support`` says, as lakeFS's adapters say it, whether the server imports from its
+    storage (``…/branches/{branch}/import``): lakeFS's web UI offers its import only then.
+    """
     schemes = sorted(state.namespace_schemes)
     regex = "^(" + "|".join(schemes) + ")://"
     return StorageConfig(
@@ -63,7 +77,7 @@ def storage_config(state: ApiState) -> StorageConfig:
         default_namespace_prefix="",
         pre_sign_support=False,
         pre_sign_support_ui=False,
-        import_support=False,
+        import_support=bool(IMPORT_SCHEMES & state.namespace_schemes),
         import_validity_regex=regex,
         # lakeFS ties this flag to an S3 block adapter; lakectl uses the API only in presign
         # mode, which pre_sign_support (false) keeps off, so no client takes it unasked
