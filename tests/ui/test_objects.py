@@ -289,6 +289,14 @@ def test_upload_two_files_with_a_progress_bar_each(
 ) -> None:
     name = _repository(admin, "upload")
     sign_in_admin(page, server, f"/ui/repositories/{name}/objects")
+    forged = page.request.post(
+        f"{server.url}/ui/repositories/{name}/objects/upload",
+        multipart={
+            "branch": "main",
+            "files": {"name": "x.txt", "mimeType": "text/plain", "buffer": b"x"},
+        },
+    )
+    assert forged.status == 403 and "security token" in forged.text()
     page.get_by_text("Upload objects").click()
     expect(page.get_by_label("Destination folder")).to_have_value("")
     page.get_by_label("Destination folder").fill("incoming")
@@ -321,6 +329,8 @@ def test_upload_two_files_with_a_progress_bar_each(
     _done(page, 2)
     expect(page.locator("#listing tbody th")).to_have_count(4)
     assert _names(page) == ["a.csv", "big.bin", "c.txt", "d.json"]
+    missing = admin.get(f"/repositories/{name}/refs/main/objects/stat", params={"path": "x.txt"})
+    assert missing.status_code == 404
     assert_accessible(page)
     fits_phone(page)
     screenshot(page, "objects-upload")
@@ -396,6 +406,11 @@ def test_delete_asks_first(page: Page, server: Server, admin: httpx.Client, shop
     screenshot(page, "object-delete")
     page.get_by_role("link", name="Cancel").click()
     expect(page.locator(".object-name")).to_have_text("people.csv")
+    # the session's cookie alone, without the page's CSRF token, deletes nothing
+    forged = page.request.post(
+        f"{server.url}/ui/repositories/{shop.name}/object/delete?ref={branch}&path=data%2Fpeople.csv"
+    )
+    assert forged.status == 403 and "security token" in forged.text()
     page.get_by_role("link", name="Delete").click()
     page.get_by_role("button", name="Delete object").click()
     expect(page.get_by_role("status")).to_have_text("Deleted data/people.csv.")
