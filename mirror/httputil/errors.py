@@ -211,6 +211,12 @@ async def _on_validation_error(request: Request, exc: Exception) -> Response:
     # name the field and the rule, never the offending value (it may be a secret)
     problems = []
     for err in exc.errors():
+        if err.get("type") == "json_invalid":
+            # a body that is no JSON: where the parser stopped and why (json's own words)
+            reason = (err.get("ctx") or {}).get("error", "")
+            at = f" at character {err['loc'][-1]}" if err.get("loc") else ""
+            problems.append(f"JSON decode error{at}" + (f": {reason}" if reason else ""))
+            continue
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         problems.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg", ""))
     return error_response(400, "invalid request: " + "; ".join(problems))

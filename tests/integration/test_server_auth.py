@@ -210,6 +210,16 @@ def test_deny_statements_beat_allows(
         json={"id": "bad", "statement": [{"effect": "maybe", "action": ["x"], "resource": "*"}]},
     )
     assert bad.status_code == 400
+    # a body that is not JSON says where the parser stopped and why
+    garbled = http.post(
+        "/auth/policies",
+        content=b'{"id": "p", "statement": [nope]}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert garbled.status_code == 400
+    assert garbled.json()["message"] == (
+        "invalid request: JSON decode error at character 26: Expecting value"
+    )
 
 
 def test_user_group_and_policy_management(http: httpx.Client, server: Server) -> None:
