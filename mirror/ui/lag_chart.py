@@ -28,6 +28,8 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 84.0, 20.0, 12.0, 34.0
 WINDOWS = {"1h": (3600.0, 600), "10m": (600.0, 120)}
 """The spans a chart can show: the replicant's whole hour, or its last ten minutes (with the
 seconds between two marks of the time axis)."""
+_CORNER = 24.0
+"""Pixels from the left edge within which the time axis shows no mark."""
 _GAP_SLOTS = 2.5
 """Slots without a sample after which a line breaks."""
 _SECOND_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200)
@@ -149,8 +151,11 @@ def _chart(
         lines.append(Line(branch, index % _LINE_COLOURS, segments, tuple(points)))
     y_ticks = tuple(Tick(y(float(v)), tick_label(v)) for v in range(0, int(y_max) + 1, step))
     first = math.ceil(start / every) * every
+    # a time at the axes' corner would print over the lowest value's label
     x_ticks = tuple(
-        Tick(x(float(t)), _clock(float(t))) for t in range(int(first), int(now) + 1, every)
+        Tick(x(float(t)), _clock(float(t)))
+        for t in range(int(first), int(now) + 1, every)
+        if x(float(t)) - left >= _CORNER
     )
     return Chart(key, title, left, top, right, bottom, tuple(lines), y_ticks, x_ticks)
 

@@ -120,8 +120,8 @@ async def known_mirrors(page: Page, repo: dict[str, Any]) -> dict[str, Any] | No
     Those are the mirrors whose source repository has the repository's name (in the usual
     set-up of one name in every region, the repository's own mirror here), and, when the
     repository is a mirror of a repository of another name, that mirror. ``None`` when no
-    replicant is configured; a replicant that does not answer in time, or refuses, is named
-    instead of the list.
+    replicant is configured or the person may not list mirrors; a replicant that does not
+    answer in time, or refuses otherwise, is named instead of the list.
     """
     client: ReplicantClient | None = getattr(page.request.app.state, "replicant", None)
     if client is None:
@@ -144,6 +144,8 @@ async def known_mirrors(page: Page, repo: dict[str, Any]) -> dict[str, Any] | No
             else:
                 views[found["name"]] = describe(found, now)
     except ApiError as refused:
+        if refused.status == 403:
+            return None  # the person may not list mirrors: their pages show none, not an error
         return {"mirrors": [], "error": refused.message}
     return {
         "mirrors": [
