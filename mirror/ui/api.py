@@ -89,6 +89,7 @@ class ApiClient:
         scheme: str = "http",
         headers: Mapping[str, str] | None = None,
         files: Any = None,
+        content: bytes | None = None,
     ) -> httpx.Response:
         """Send one call and return the API's answer, whatever its status.
 
@@ -102,8 +103,12 @@ class ApiClient:
                 cookies it sets ``Secure`` as it does for any client over TLS.
             headers: More request headers (``Range``, ...).
             files: Files sent as ``multipart/form-data`` (httpx's ``files``).
+            content: A raw body instead of ``json`` (sent as ``application/json`` unless
+                ``headers`` name a type), so the API judges text a person typed as it is.
         """
         sent: dict[str, str] = dict(headers or {})
+        if content is not None and not any(k.lower() == "content-type" for k in sent):
+            sent["Content-Type"] = "application/json"
         if token is not None:
             sent["Authorization"] = f"Bearer {token}"
         # the API logs the call under the page's request ID, so a page's calls read together
@@ -112,7 +117,7 @@ class ApiClient:
             sent["X-Request-ID"] = request_id
         url = f"{scheme}://{_HOST}{path}"
         return await self._client.request(
-            method, url, params=params, json=json, headers=sent, files=files
+            method, url, params=params, json=json, headers=sent, files=files, content=content
         )
 
     async def call(
@@ -125,6 +130,7 @@ class ApiClient:
         json: Any = None,
         headers: Mapping[str, str] | None = None,
         files: Any = None,
+        content: bytes | None = None,
     ) -> httpx.Response:
         """Send one call of the signed-in user under ``/api/v1``; return a successful answer.
 
@@ -140,6 +146,7 @@ class ApiClient:
             json=json,
             headers=headers,
             files=files,
+            content=content,
         )
         if response.status_code == 401:
             raise SignedOut(error_text(response))

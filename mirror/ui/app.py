@@ -28,20 +28,25 @@ from mirror.ui.page import UIState, render_page
 from mirror.ui.render import STATIC_PREFIX, Templates
 from mirror.ui.session import CsrfRefused, SignInRequired, sign_in_url
 from mirror.ui.views import (
+    access_keys,
     auth,
     branches,
     changes,
     commit,
     commits,
     compare,
+    groups,
+    memberships,
     merges,
     object_page,
     objects,
+    policies,
     pulls,
     repositories,
     repository,
     tags,
     upload,
+    users,
 )
 from mirror.ui.views import mirror as mirror_page
 from mirror.ui.views import mirrors as mirrors_page
@@ -75,6 +80,11 @@ def ui_routes() -> list[BaseRoute]:
         *mirrors_page.routes,
         *mirror_page.routes,
         *promotion_page.routes,
+        *users.routes,
+        *groups.routes,
+        *policies.routes,
+        *memberships.routes,
+        *access_keys.routes,
         Mount(STATIC_PREFIX.rstrip("/"), StaticFiles(directory=STATIC_DIR), name="static"),
     ]
 

@@ -47,6 +47,16 @@ class CsrfTokens:
         """Return the tokens keyed from the installation's login-token key (a subkey of it)."""
         return cls(tokens.subkey(_LABEL))
 
+    def subkey(self, label: bytes) -> bytes:
+        """Return a 32-byte key for another use of the UI, derived (HMAC-SHA256) from this key.
+
+        Every process of the installation derives the same subkey for the same ``label``; none
+        reveals the CSRF key, and a label of its own keeps each use's key apart.
+        """
+        if not label or label == _LABEL:
+            raise ValueError("a subkey needs a label of its own")
+        return hmac.new(self._key, b"subkey:" + label, hashlib.sha256).digest()
+
     def token_for(self, session: str) -> str:
         """Return the CSRF token of the session whose login token is ``session``."""
         digest = hmac.new(self._key, session.encode(), hashlib.sha256).digest()

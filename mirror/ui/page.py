@@ -17,13 +17,16 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from mirror.auth.permissions import Permission
+from mirror.auth.permissions import ALL_RESOURCES, Action, Permission
 from mirror.ui.api import ApiClient
 from mirror.ui.csrf import FORM_FIELD, CsrfTokens
 from mirror.ui.render import Templates
 from mirror.ui.session import Session, checked_form, current_session
 
-__all__ = ["Page", "UIState", "render_page", "ui_state"]
+__all__ = ["ADMINISTRATION", "Page", "UIState", "render_page", "ui_state"]
+
+ADMINISTRATION = Permission(Action.LIST_USERS, ALL_RESOURCES)
+"""Who holds it sees the header's link to the administration pages (users, groups, policies)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,8 @@ class Page:
         self.request = request
         self.session = session
         self.ui = ui
+        self.administers = False
+        """Whether the header links to the administration pages (set by :meth:`open`)."""
 
     @classmethod
     async def open(cls, request: Request) -> Page:
@@ -63,7 +68,10 @@ class Page:
             SignInRequired: nobody is signed in (the app sends the browser to sign in).
         """
         ui = ui_state(request)
-        return cls(request, await current_session(request, ui.api, ui.csrf), ui)
+        page = cls(request, await current_session(request, ui.api, ui.csrf), ui)
+        # lakeFS's UI offers its administration to whoever may list the users
+        (page.administers,) = await page.allowed([ADMINISTRATION])
+        return page
 
     async def get(self, path: str, **params: str | int) -> Any:
         """Return the JSON the API answers ``GET /api/v1<path>`` with (empty params dropped).
@@ -85,18 +93,26 @@ class Page:
         params: Mapping[str, str | int] | None = None,
         headers: Mapping[str, str] | None = None,
         files: Any = None,
+        content: bytes | None = None,
     ) -> httpx.Response:
         """Send a call to ``/api/v1<path>`` as the signed-in person; return the answer.
 
         Also reads what :meth:`get` cannot: bytes (with ``headers`` such as ``Range``). ``files``
-        go as ``multipart/form-data``.
+        go as ``multipart/form-data``; ``content`` is a raw JSON body, sent as it is.
 
         Raises:
             SignedOut: the API no longer accepts the session.
             ApiError: the API refused, with its message.
         """
         return await self.ui.api.call(
-            method, path, self.session.token, params=params, json=json, headers=headers, files=files
+            method,
+            path,
+            self.session.token,
+            params=params,
+            json=json,
+            headers=headers,
+            files=files,
+            content=content,
         )
 
     async def allowed(self, permissions: Sequence[Permission]) -> list[bool]:
@@ -120,7 +136,14 @@ class Page:
 
     def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         """Return ``template`` rendered for the signed-in person, with ``context``."""
-        return render_page(self.request, template, status, session=self.session, **context)
+        return render_page(
+            self.request,
+            template,
+            status,
+            session=self.session,
+            administers=self.administers,
+            **context,
+        )
 
 
 def render_page(
