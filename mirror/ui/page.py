@@ -17,7 +17,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from mirror.auth.permissions import ALL_RESOURCES, Action, Permission
+from mirror.auth.permissions import ALL_RESOURCES, Action, Permission, user_arn
 from mirror.ui.api import ApiClient
 from mirror.ui.csrf import FORM_FIELD, CsrfTokens
 from mirror.ui.render import Templates
@@ -59,6 +59,8 @@ class Page:
         self.ui = ui
         self.administers = False
         """Whether the header links to the administration pages (set by :meth:`open`)."""
+        self.keeps_keys = False
+        """Whether the header links to the person's own access keys (set by :meth:`open`)."""
 
     @classmethod
     async def open(cls, request: Request) -> Page:
@@ -70,7 +72,8 @@ class Page:
         ui = ui_state(request)
         page = cls(request, await current_session(request, ui.api, ui.csrf), ui)
         # lakeFS's UI offers its administration to whoever may list the users
-        (page.administers,) = await page.allowed([ADMINISTRATION])
+        own_keys = Permission(Action.LIST_CREDENTIALS, user_arn(page.session.user_id))
+        page.administers, page.keeps_keys = await page.allowed([ADMINISTRATION, own_keys])
         return page
 
     async def get(self, path: str, **params: str | int) -> Any:
@@ -142,6 +145,7 @@ class Page:
             status,
             session=self.session,
             administers=self.administers,
+            keeps_keys=self.keeps_keys,
             **context,
         )
 

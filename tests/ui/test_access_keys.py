@@ -141,6 +141,8 @@ def test_a_new_key_shows_its_secret_once_and_signs_the_user_in(
         assert reader.shop in names and reader.other in names
         nav = other.get_by_role("navigation", name="Main")
         expect(nav.get_by_role("link", name="Administration")).to_have_count(0)
+        # its policy does not let it manage its own keys: the header does not offer them
+        expect(other.get_by_role("link", name="Access keys")).to_have_count(0)
         expect(other.get_by_text("Create repository")).to_have_count(0)
         other.goto(f"{server.url}/ui/repositories/{reader.shop}/branches")
         expect(other.locator("tbody th")).to_have_text(["main default"])
