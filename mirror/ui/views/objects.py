@@ -27,6 +27,7 @@ from mirror.ui.api import ApiError
 from mirror.ui.page import Page
 from mirror.ui.ref_picker import shown_ref
 from mirror.ui.render import urlpart
+from mirror.ui.views.imports import import_offer
 from mirror.ui.views.repository import load_repository, repository_context, repository_url
 
 __all__ = [
@@ -195,6 +196,7 @@ async def objects_page(
         can_upload = allowed[0]
         for row, may_delete in zip(files, allowed[1:], strict=True):
             row["can_delete"] = may_delete
+    import_url = await import_offer(page, repo, ref, prefix) if writable else ""
     pagination = listing["pagination"]
     return page.render(
         "repository/objects.html",
@@ -219,6 +221,7 @@ async def objects_page(
         listing_url=objects_url(repository, ref),
         upload_prefix=prefix if upload_prefix is None else upload_prefix,
         upload_error=upload_error,
+        import_url=import_url,
         uploaded=query.getlist("uploaded"),
         deleted=query.get("deleted", ""),
     )

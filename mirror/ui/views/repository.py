@@ -38,8 +38,8 @@ TABS = (
     Tab("tags", "Tags", True),
     Tab("compare", "Compare", True),
     Tab("pulls", "Pull Requests", True),
-    Tab("actions", "Actions", False),
-    Tab("settings", "Settings", False),
+    Tab("actions", "Actions", True),
+    Tab("settings", "Settings", True),
 )
 """lakeFS's repository tabs, in its order (its objects page's uncommitted changes are a tab)."""
 
