@@ -281,6 +281,24 @@ def test_a_concurrent_change_answers_412_and_shows_the_rules_now(
     assert repo.patterns() == ["release-*", "stable"]
 
 
+def test_a_change_without_the_csrf_token_is_refused(page: Page, server: Server, repo: Repo) -> None:
+    repo.protect(["release-*"])
+    sign_in_admin(page, server, repo.url("branches"))
+    etag = page.locator("input[name=etag]").first.input_value()
+    # the session cookie alone, as another site's form would send it
+    for path, form in (
+        ("branches/add", {"pattern": "main", "etag": etag}),
+        ("branches/remove", {"pattern": "release-*", "etag": etag}),
+        ("gc", {"default_retention_days": "1"}),
+        ("gc/delete", {}),
+    ):
+        refused = page.request.post(server.url + repo.url(path), form=form)
+        assert refused.status == 403, (path, refused.status)
+        assert "security token is missing" in refused.text(), refused.text()
+    assert repo.patterns() == ["release-*"]
+    assert repo.gc_rules() is None
+
+
 def test_a_reader_sees_the_general_settings_only(
     page: Page, server: Server, admin: httpx.Client, repo: Repo
 ) -> None:
