@@ -26,6 +26,15 @@ def under_prefix(items: Iterable[T], prefix: str, path: Callable[[T], str]) -> I
             return
 
 
+_MAX_CHAR = 0x10FFFF
+
+
+def _past(prefix: str) -> str | None:
+    """Return the least string above every string starting with ``prefix`` (``None``: none)."""
+    stem = prefix.rstrip(chr(_MAX_CHAR))
+    return stem[:-1] + chr(ord(stem[-1]) + 1) if stem else None
+
+
 def group_paths(
     items: Iterable[T],
     path: Callable[[T], str],
@@ -33,13 +42,22 @@ def group_paths(
     prefix: str = "",
     delimiter: str = "",
     after: str = "",
+    seek: Callable[[str], None] | None = None,
 ) -> Iterator[T | CommonPrefix]:
     """Yield the items after ``after``, folding those past a ``delimiter`` into common prefixes.
 
     ``items`` must be ordered by path and all start with ``prefix``. Each common prefix is
     yielded once, in path order, in place of the items under it.
+
+    ``seek``, if given, moves the source of ``items`` ahead to the first path ``>=`` its
+    argument: it is called before the first item with where the listing starts, and after each
+    common prefix with the first path past it, so the items skipped are never read.
     """
     skip_under = after if delimiter and after.endswith(delimiter) and after > prefix else ""
+    if seek is not None:
+        start = _past(skip_under) if skip_under else after
+        if start is not None:
+            seek(max(prefix, start))
     last: str | None = None
     for item in items:
         p = path(item)
@@ -54,5 +72,8 @@ def group_paths(
                 if common != last:
                     last = common
                     yield CommonPrefix(common)
+                    past = _past(common) if seek is not None else None
+                    if seek is not None and past is not None:
+                        seek(past)
                 continue
         yield item

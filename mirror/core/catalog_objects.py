@@ -13,6 +13,7 @@ from typing import BinaryIO
 from mirror.block.protocol import BlockStore
 from mirror.core import changes, listing, objects
 from mirror.core.context import CatalogContext
+from mirror.core.diff import TreeDiff
 from mirror.core.listing import ListResult
 from mirror.core.model import DiffEntry, Entry, ObjectStat, Repository
 
@@ -151,13 +152,12 @@ class ObjectsFacade:
 
     # diffs
 
-    def diff(
-        self, repository: str, left: str, right: str, *, three_dot: bool = False
-    ) -> Iterator[DiffEntry]:
-        """Yield differences between the commits of two refs, in path order.
+    def diff(self, repository: str, left: str, right: str, *, three_dot: bool = False) -> TreeDiff:
+        """Return the differences between the commits of two refs, in path order.
 
         ``three_dot`` diffs ``right`` against the merge base of the two (what a merge of
-        ``right`` into ``left`` would bring).
+        ``right`` into ``left`` would bring). The answer is an iterator that can also jump
+        ahead (:meth:`TreeDiff.seek`), passing over unread whatever it skips.
         """
         return changes.diff_refs(self._ctx, repository, left, right, three_dot=three_dot)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mirror.core.context import CatalogContext
-from mirror.core.diff import diff_trees
+from mirror.core.diff import TreeDiff, diff_trees
 from mirror.core.history import merge_bases
 from mirror.core.model import Branch, DiffEntry, DiffType, Repository
 from mirror.core.resolve import commit_of
@@ -17,8 +17,8 @@ __all__ = ["diff_refs", "diff_uncommitted", "is_dirty", "uncommitted"]
 
 def diff_refs(
     ctx: CatalogContext, repository: str, left: str, right: str, *, three_dot: bool
-) -> Iterator[DiffEntry]:
-    """Yield differences between the commits of two refs (``three_dot``: base to right)."""
+) -> TreeDiff:
+    """Return the differences between the commits of two refs (``three_dot``: base to right)."""
     repo = ctx.repository(repository)
     lc = commit_of(ctx, repo, left)
     rc = commit_of(ctx, repo, right)

@@ -72,3 +72,66 @@ def test_group_paths() -> None:
     assert list(group_paths(paths, str, after="a/2")) == ["b", "c/d/e", "c/x"]
     under_c = list(under_prefix(paths, "c/", str))
     assert list(group_paths(under_c, str, prefix="c/", delimiter="/")) == ["c/d/", "c/x"]
+
+
+class _Seekable:
+    """Sorted paths read one at a time, able to jump ahead; remembers what was read."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = sorted(paths)
+        self.at = 0
+        self.read: list[str] = []
+
+    def __iter__(self) -> _Seekable:
+        return self
+
+    def __next__(self) -> str:
+        if self.at >= len(self.paths):
+            raise StopIteration
+        self.at += 1
+        self.read.append(self.paths[self.at - 1])
+        return self.read[-1]
+
+    def seek(self, key: str) -> None:
+        while self.at < len(self.paths) and self.paths[self.at] < key:
+            self.at += 1
+
+
+def test_group_paths_seeks_over_what_it_folds() -> None:
+    paths = ["a", "b/1", "b/2", "b/3/x", "c", "d/e/1", "d/e/2", "d/f", "d/g"]
+    source = _Seekable(paths)
+    assert list(group_paths(source, str, delimiter="/", seek=source.seek)) == ["a", "b/", "c", "d/"]
+    assert source.read == ["a", "b/1", "c", "d/e/1"]
+
+    source = _Seekable(paths)
+    under_d = under_prefix(source, "d/", str)
+    grouped = group_paths(under_d, str, prefix="d/", delimiter="/", after="d/e/", seek=source.seek)
+    assert list(grouped) == ["d/f", "d/g"]
+    assert source.read == ["d/f", "d/g"]
+
+    source = _Seekable(paths)
+    assert list(group_paths(source, str, after="b/2", seek=source.seek)) == [
+        "b/3/x",
+        "c",
+        *paths[5:],
+    ]
+    assert source.read[0] == "b/2"  # seeking to ``after`` itself: the equal path is skipped
+
+
+_PATHS = st.lists(st.text(alphabet="ab/\U0010ffff", max_size=5), unique=True)
+
+
+@given(paths=_PATHS, prefix=st.sampled_from(["", "a", "a/", "b/"]), after=_PATHS)
+def test_group_paths_with_seek_lists_what_it_lists_without(
+    paths: list[str], prefix: str, after: list[str]
+) -> None:
+    ordered = sorted(paths)
+    for start in ["", *after]:
+        for delimiter in ("", "/", "\U0010ffff"):
+            kwargs = {"prefix": prefix, "delimiter": delimiter, "after": start}
+            plain = list(group_paths(under_prefix(ordered, prefix, str), str, **kwargs))
+            source = _Seekable(ordered)
+            seeking = group_paths(
+                under_prefix(source, prefix, str), str, seek=source.seek, **kwargs
+            )
+            assert list(seeking) == plain

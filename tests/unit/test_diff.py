@@ -14,8 +14,10 @@ from mirror.core import (
     Entry,
     InvalidRefError,
     RefNotFoundError,
+    WriteStats,
     open_memory,
 )
+from mirror.core.diff import diff_trees
 from tests.conftest import Clock, Lake
 
 ADDED, REMOVED, CHANGED = DiffType.ADDED, DiffType.REMOVED, DiffType.CHANGED
@@ -280,3 +282,68 @@ def test_diffs_match_a_model_for_any_trees(
     assert _kinds(_diff(lake, "main~1", "main")) == expected
     assert _kinds(_diff(lake, "main", "main~1")) == _model_diff(new, old)
     assert _uncommitted(lake) == []
+
+
+# seeking
+
+
+_SEEKS = st.lists(
+    st.one_of(
+        st.just("next"), st.sampled_from(["", "a/", "a/c", "b", "p05", "p1", "p19", "zz", "~"])
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(old=_TREE, new=_TREE, steps=_SEEKS, raggedness=st.sampled_from([2, 1024]))
+def test_a_seeking_diff_matches_the_whole_diff_from_each_key(
+    old: dict[str, bytes], new: dict[str, bytes], steps: list[str], raggedness: int
+) -> None:
+    clock = Clock()
+    lake = Lake(open_memory(clock=clock, chunking=ChunkingParams(raggedness=raggedness)), clock)
+    lake.catalog.create_repository(lake.repo, "mem://repo")
+    for path, data in old.items():
+        lake.put("main", path, data)
+    lake.commit("main", "old", allow_empty=True)
+    for path in old.keys() - new.keys():
+        lake.rm("main", path)
+    for path, data in new.items():
+        lake.put("main", path, data)
+    lake.commit("main", "new", allow_empty=True)
+    whole = _diff(lake, "main~1", "main")
+    diff = lake.catalog.diff(lake.repo, "main~1", "main")
+    at = 0
+    for step in [*steps, "next", "next"]:
+        if step == "next":
+            assert next(diff, None) == (whole[at] if at < len(whole) else None)
+            at = min(at + 1, len(whole))
+        else:
+            # a seek only ever moves ahead
+            at = max(at, next((i for i, d in enumerate(whole) if d.path >= step), len(whole)))
+            diff.seek(step)
+
+
+def test_seeking_past_a_folder_reads_none_of_its_ranges() -> None:
+    catalog = open_memory(chunking=ChunkingParams(raggedness=2))
+    catalog.create_repository("repo", "mem://repo")
+    files = [(f"big/{i:04d}", Entry(f"a{i}", 1, f"{i:032x}", 0)) for i in range(400)]
+    catalog.commit_tree(
+        "repo",
+        "main",
+        [("a", Entry("a", 1, "0" * 32, 0)), *files, ("z", Entry("z", 1, "1" * 32, 0))],
+        "all",
+    )
+    repo = catalog.get_repository("repo")
+    store = catalog.committed(repo)
+    tree = catalog.get_commit("repo", catalog.get_branch("repo", "main").commit_id).metarange_id
+    ranges = len(store.read_metarange(tree))
+    assert ranges > 20
+
+    stats = WriteStats()
+    diff = diff_trees(store, "", tree, stats)
+    assert next(diff).path == "a"
+    assert next(diff).path == "big/0000"
+    diff.seek("big0")  # the least key past every "big/..."
+    assert [d.path for d in diff] == ["z"]
+    assert stats.ranges_read <= 3 < ranges

@@ -136,12 +136,18 @@ def diff_refs(
 ) -> DiffList:
     """List the differences between two refs by path (``three_dot``: from their merge base)."""
     caller.require(Permission(Action.LIST_OBJECTS, repository_arn(repository)))
-    entries: Iterator[DiffEntry] = state.catalog.diff(
-        repository, leftRef, rightRef, three_dot=type == "three_dot"
+    diff = state.catalog.diff(repository, leftRef, rightRef, three_dot=type == "three_dot")
+    entries: Iterator[DiffEntry] = under_prefix(diff, prefix, lambda e: e.path) if prefix else diff
+    # the diff jumps to the prefix, past ``after`` and over each folder it folds, so a page
+    # reads the ranges it shows, not every changed path before and inside its folders
+    rows = group_paths(
+        entries,
+        lambda e: e.path,
+        prefix=prefix,
+        delimiter=delimiter,
+        after=after,
+        seek=diff.seek,
     )
-    if prefix:
-        entries = under_prefix(entries, prefix, lambda e: e.path)
-    rows = group_paths(entries, lambda e: e.path, prefix=prefix, delimiter=delimiter, after=after)
     found, pagination = page(
         rows, amount, lambda r: str(r) if isinstance(r, CommonPrefix) else r.path
     )
