@@ -351,6 +351,8 @@ def test_upload_by_dropping_files(page: Page, server: Server, admin: httpx.Clien
     )
     page.locator("details.upload").dispatch_event("drop", {"dataTransfer": dropped})
     _done(page, 2)
+    # the listing is fetched again once every upload is done
+    expect(page.locator("#listing tbody th")).to_have_count(2)
     assert _names(page) == ["one.txt", "two.csv"]
     got = admin.get(f"/repositories/{name}/refs/main/objects", params={"path": "two.csv"})
     assert (got.content, got.headers["content-type"]) == (b"a,b\n", "text/csv")
