@@ -265,7 +265,7 @@ def _uid(pid: int) -> int:
     return int(re.search(r"^Uid:\s+(\d+)", status, re.MULTILINE).group(1))  # type: ignore[union-attr]
 
 
-def test_the_image_serves_healthz_as_uid_10001_and_stops_on_sigterm(
+def test_the_image_serves_healthz_and_the_ui_as_uid_10001_and_stops_on_sigterm(
     config: dict[str, Any], container: str, tmp_path: Path
 ) -> None:
     port = free_port()
@@ -290,6 +290,14 @@ def test_the_image_serves_healthz_as_uid_10001_and_stops_on_sigterm(
                     pytest.fail(f"the image did not serve /healthz:\n{log.read_text()}")
                 time.sleep(0.1)  # polling interval of a deadline-bounded wait
         assert health.json()["status"] == "ok"
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as http:
+            # the web UI ships in the image: its sign-in page and its own assets, nothing remote
+            sign_in = http.get("/ui/login")
+            assert sign_in.status_code == 200, sign_in.text
+            assert 'name="access_key_id"' in sign_in.text
+            style = http.get("/ui/static/ui.css")
+            assert style.status_code == 200
+            assert style.headers["content-type"].startswith("text/css")
         (pid,) = _serving_pids(port)
         assert _uid(pid) == UID
         os.kill(pid, signal.SIGTERM)
