@@ -21,9 +21,10 @@ its parent adds every object; the middle commit of ``history``, one change); Tag
 After one untimed pass (which checks every page answers 200 with what it must show), each
 round requests every page once, in the same order, ``--requests`` rounds: the sizes of a page
 are measured interleaved (A, B, A, B...), so a change in the machine's load touches all alike.
-Per page it prints the server time to first byte as the client sees it (wall, p50 and p90: the
-UI renders a page whole before its first byte, so this is the page's server time plus the
-loopback), the server process's CPU per request (``/proc/<pid>/stat``, user + system, all its
+Per page it prints the time of its first request (the untimed pass: the server's caches cold),
+the server time to first byte as the client sees it (wall, p50 and p90: the UI renders a page
+whole before its first byte, so this is the page's server time plus the loopback), the server
+process's CPU per request (``/proc/<pid>/stat``, user + system, all its
 threads, read before and after each request), p50 against the smallest repository's, and the
 ≤ 50 ms target (DESIGN.md §9) checked on p90. Then each page's weight on a cold load (a new
 client: the HTML and every asset it references, as transferred; :mod:`bench.page_weight`)
@@ -71,6 +72,7 @@ TIME_COLUMNS = (
     "page",
     "repository",
     "requests",
+    "1st request ms",
     "TTFB p50 ms",
     "TTFB p90 ms",
     "server CPU ms/req",
@@ -111,6 +113,7 @@ class Samples:
     """The timed requests of one target."""
 
     target: Target
+    first: float = 0.0
     ttfb: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
 
@@ -225,13 +228,17 @@ def fetch(client: httpx.Client, pid: int, url: str) -> tuple[float, float | None
 def measure(
     client: httpx.Client, pid: int, pages: Sequence[Target], rounds: int
 ) -> tuple[list[Samples], list[float]]:
-    """Check every page once, then time ``rounds`` rounds of them; return samples and loads."""
-    for target in pages:
-        _, _, response = fetch(client, pid, target.url)
-        _check(response, 200)
-        if target.expect not in response.text:
-            raise SystemExit(f"{target.url} does not show {target.expect!r}")
+    """Check every page once, then time ``rounds`` rounds of them; return samples and loads.
+
+    The check is each page's first request since the server started (its caches cold), and
+    its time is kept apart.
+    """
     samples = [Samples(t) for t in pages]
+    for s in samples:
+        s.first, _, response = fetch(client, pid, s.target.url)
+        _check(response, 200)
+        if s.target.expect not in response.text:
+            raise SystemExit(f"{s.target.url} does not show {s.target.expect!r}")
     loads = []
     for k in range(rounds):
         _log(f"round {k + 1} of {rounds}")
@@ -261,6 +268,7 @@ def format_times(samples: Sequence[Samples]) -> str:
                 s.target.page,
                 s.target.repository,
                 f"{len(s.ttfb):,}",
+                f"{s.first * 1000.0:.1f}",
                 f"{p50:.1f}",
                 f"{p90:.1f}",
                 "-" if s.cpu_ms is None else f"{s.cpu_ms:.1f}",
@@ -382,7 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "client: one keep-alive httpx.Client on the same machine; every page once a round, "
         f"{args.requests} rounds after one untimed pass",
         "TTFB: client-side wall time to the page's first byte (the repository row: its "
-        "redirect and the page it lands on); server CPU: /proc/<pid>/stat around each request",
+        "redirect and the page it lands on); 1st request: the untimed pass, each page's first "
+        "request since the server started; server CPU: /proc/<pid>/stat around each request",
         f"1-minute load average during the rounds: {min(result.loads):.2f} to "
         f"{max(result.loads):.2f} (mean {statistics.fmean(result.loads):.2f})",
     ):
