@@ -1,10 +1,9 @@
-"""What the administration pages share: their addresses, paging, choices and confirmations.
+"""What the administration pages share: their addresses, choices and confirmations.
 
 The administration is lakeFS's RBAC ``internal`` pages: users, groups, policies and access keys,
-under ``/ui/auth/``. Every list pages as lakeFS's do (100 entries, **Next page** and **Back to
-start**, no totals); every removal asks first on a confirmation page; every page reads and
-changes through ``/api/v1/auth/…`` as the signed-in person, so the API decides what they may see
-and do, and a refusal shows its message.
+under ``/ui/auth/``. Every list pages as lakeFS's do (:mod:`mirror.ui.listing`); every removal
+asks first on a confirmation page; every page reads and changes through ``/api/v1/auth/…`` as the
+signed-in person, so the API decides what they may see and do, and a refusal shows its message.
 """
 
 from __future__ import annotations
@@ -12,27 +11,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from mirror.ui.api import ApiError
+from mirror.ui.forms import redirect_after
 from mirror.ui.page import Page
-from mirror.ui.render import page_url, urlpart
+from mirror.ui.render import urlpart
 
 __all__ = [
     "AUTH_URL",
     "CREDENTIALS_URL",
     "GROUPS_URL",
-    "PAGE_SIZE",
     "POLICIES_URL",
     "USERS_URL",
-    "Listing",
+    "Removal",
+    "ask_to_remove",
     "choices",
-    "confirm",
-    "field",
+    "confirm_removal",
     "group_url",
-    "list_page",
     "policy_url",
+    "remove",
     "user_url",
 ]
 
@@ -42,9 +40,6 @@ GROUPS_URL = f"{AUTH_URL}/groups"
 POLICIES_URL = f"{AUTH_URL}/policies"
 CREDENTIALS_URL = f"{AUTH_URL}/credentials"
 """The signed-in person's own access keys."""
-
-PAGE_SIZE = 100
-"""Entries a list shows (lakeFS's UI asks for 100)."""
 
 _CHOICES = 100
 """Entries offered as suggestions where a form takes a user, group or policy ID."""
@@ -65,37 +60,6 @@ def policy_url(policy_id: str, *rest: str) -> str:
     return "/".join([f"{POLICIES_URL}/{urlpart(policy_id)}", *rest])
 
 
-def field(form: FormData, name: str) -> str:
-    """Return a text field of ``form``, stripped (empty when absent)."""
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
-
-
-@dataclass(frozen=True, slots=True)
-class Listing:
-    """One page of an API list, with the links to the next page and back to the start."""
-
-    results: list[dict[str, Any]]
-    next_url: str
-    start_url: str
-
-
-async def list_page(page: Page, api_path: str, here: str, **params: str) -> Listing:
-    """Return the page of ``GET /api/v1<api_path>`` that the request's ``after`` names.
-
-    ``params`` (``prefix``, ``effective``, ...) go to the API and stay in the paging links, which
-    lead to ``here``.
-    """
-    after = page.request.query_params.get("after", "")
-    listing: dict[str, Any] = await page.get(api_path, after=after, amount=PAGE_SIZE, **params)
-    pagination = listing["pagination"]
-    return Listing(
-        listing["results"],
-        page_url(here, **params, after=pagination["next_offset"]) if pagination["has_more"] else "",
-        page_url(here, **params) if after else "",
-    )
-
-
 async def choices(page: Page, api_path: str) -> list[str]:
     """Return the first IDs ``GET /api/v1<api_path>`` lists, to suggest in a form.
 
@@ -108,25 +72,61 @@ async def choices(page: Page, api_path: str) -> list[str]:
     return [str(entry["id"]) for entry in listing["results"]]
 
 
-def confirm(
-    page: Page,
-    *,
-    heading: str,
-    text: str,
-    action: str,
-    button: str,
-    cancel_url: str,
-    error: str = "",
-    status: int = 200,
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """A removal the administration asks to confirm first: a user, a group, a key, a membership.
+
+    Attributes:
+        heading: The confirmation page's heading (and title).
+        text: What the removal does, said before it is done.
+        button: The label of the button that removes.
+        action: The UI path the button posts to.
+        cancel_url: Where **Cancel** leads.
+        api_path: What ``DELETE /api/v1<api_path>`` removes.
+        done_url: Where the browser goes once removed.
+    """
+
+    heading: str
+    text: str
+    button: str
+    action: str
+    cancel_url: str
+    api_path: str
+    done_url: str
+
+
+def confirm_removal(
+    page: Page, removal: Removal, *, error: str = "", status: int = 200
 ) -> Response:
-    """Return the page asking the person to confirm a removal that ``action`` then makes."""
+    """Return the page asking the person to confirm ``removal`` (with a refusal's ``error``)."""
     return page.render(
         "auth/confirm.html",
         status,
-        heading=heading,
-        text=text,
-        action=action,
-        button=button,
-        cancel_url=cancel_url,
+        heading=removal.heading,
+        text=removal.text,
+        action=removal.action,
+        button=removal.button,
+        cancel_url=removal.cancel_url,
         error=error,
+    )
+
+
+async def ask_to_remove(page: Page, removal: Removal) -> Response:
+    """Return the confirmation of removing what ``GET /api/v1<api_path>`` finds.
+
+    Raises:
+        ApiError: nothing there, or the person may not read it (the page shows the API's
+            message).
+    """
+    await page.get(removal.api_path)
+    return confirm_removal(page, removal)
+
+
+async def remove(page: Page, removal: Removal) -> Response:
+    """Make a confirmed removal; show the API's refusal on the confirmation page."""
+    await page.form()
+    return await redirect_after(
+        page.send("DELETE", removal.api_path),
+        removal.done_url,
+        refused=lambda e: confirm_removal(page, removal, error=e.message, status=e.status),
     )

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from starlette.datastructures import FormData
 
+from mirror.ui.forms import texts
+
 __all__ = ["ADD_ROW", "MetadataRow", "blank_rows", "metadata_of", "rows_from"]
 
 ADD_ROW = "add_row"
@@ -34,13 +36,9 @@ def blank_rows(count: int = 1) -> list[MetadataRow]:
     return [MetadataRow("", "") for _ in range(count)]
 
 
-def _texts(form: FormData, name: str) -> list[str]:
-    return [v for v in form.getlist(name) if isinstance(v, str)]
-
-
 def rows_from(form: FormData) -> list[MetadataRow]:
     """Return the rows the form sent (keys trimmed, values as typed); one blank row if none."""
-    keys, values = _texts(form, KEY_FIELD), _texts(form, VALUE_FIELD)
+    keys, values = texts(form, KEY_FIELD), texts(form, VALUE_FIELD)
     values += [""] * (len(keys) - len(values))
     rows = [MetadataRow(k.strip(), v) for k, v in zip(keys, values, strict=False)]
     return rows or blank_rows()

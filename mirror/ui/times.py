@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-__all__ = ["clock", "seconds_between"]
+__all__ = ["clock", "minute", "seconds_between"]
 
 
 def _parsed(value: object) -> datetime | None:
@@ -17,12 +17,21 @@ def _parsed(value: object) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def clock(value: object) -> str:
-    """Return an RFC 3339 time as the pages show times (UTC, to the second); text as it is."""
+def _shown(value: object, layout: str) -> str:
     moment = _parsed(value)
     if moment is None:
         return value if isinstance(value, str) else ""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return moment.astimezone(UTC).strftime(layout)
+
+
+def clock(value: object) -> str:
+    """Return an RFC 3339 time as the pages show times (UTC, to the second); text as it is."""
+    return _shown(value, "%Y-%m-%d %H:%M:%S UTC")
+
+
+def minute(value: object) -> str:
+    """Return an RFC 3339 time as the pages show dates (UTC, to the minute); text as it is."""
+    return _shown(value, "%Y-%m-%d %H:%M UTC")
 
 
 def seconds_between(start: object, end: object) -> int | None:

@@ -23,7 +23,15 @@ from starlette.routing import BaseRoute, Route
 from mirror.auth.permissions import Action, Permission, user_arn
 from mirror.ui import new_key
 from mirror.ui.api import ApiError
-from mirror.ui.auth_pages import CREDENTIALS_URL, USERS_URL, confirm, list_page, user_url
+from mirror.ui.auth_pages import (
+    CREDENTIALS_URL,
+    USERS_URL,
+    Removal,
+    ask_to_remove,
+    remove,
+    user_url,
+)
+from mirror.ui.listing import list_page
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 from mirror.ui.views.memberships import USER, owner_context
@@ -142,41 +150,33 @@ async def show_key(request: Request) -> Response:
     return response
 
 
-def _confirmation(page: Page, *, error: str = "", status: int = 200) -> Response:
+def _removal(page: Page) -> Removal:
     key_id = page.request.path_params["key"]
     whose = "your" if _own(page.request) else f"user {_user(page)}'s"
-    return confirm(
-        page,
+    return Removal(
         heading=f"Delete access key {key_id}",
         text=(
             f"This deletes {whose} access key {key_id}. Anything that signs in with it (a "
             "client, a job, lakectl) is refused from now on. It cannot be undone."
         ),
-        action=_keys_url(page, urlpart(key_id), "delete"),
         button="Delete access key",
+        action=_keys_url(page, urlpart(key_id), "delete"),
         cancel_url=_keys_url(page),
-        error=error,
-        status=status,
+        api_path=_api(_user(page), urlpart(key_id)),
+        done_url=page_url(_keys_url(page), deleted=key_id),
     )
 
 
 async def confirm_delete(request: Request) -> Response:
     """Ask the person to confirm deleting an access key."""
     page = await Page.open(request)
-    await page.get(_api(_user(page), urlpart(request.path_params["key"])))
-    return _confirmation(page)
+    return await ask_to_remove(page, _removal(page))
 
 
 async def delete_key(request: Request) -> Response:
     """Delete an access key; show the API's refusal on the confirmation page."""
     page = await Page.open(request)
-    await page.form()
-    key_id = request.path_params["key"]
-    try:
-        await page.send("DELETE", _api(_user(page), urlpart(key_id)))
-    except ApiError as refused:
-        return _confirmation(page, error=refused.message, status=refused.status)
-    return RedirectResponse(page_url(_keys_url(page), deleted=key_id), status_code=303)
+    return await remove(page, _removal(page))
 
 
 def _routes(base: str) -> list[BaseRoute]:

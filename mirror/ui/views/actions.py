@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Route
 
 from mirror.ui.api import ApiError
 from mirror.ui.headers import USER_CONTENT_SECURITY_POLICY
+from mirror.ui.listing import Listing, list_page
 from mirror.ui.page import Page
 from mirror.ui.relay import RelayResponse, open_relay
 from mirror.ui.render import page_url, urlpart
@@ -28,10 +29,7 @@ from mirror.ui.times import clock, seconds_between
 from mirror.ui.views.commits import branch_names, commit_url
 from mirror.ui.views.repository import load_repository, repository_context, repository_url
 
-__all__ = ["LOG_BOUND", "PAGE_SIZE", "routes", "run_url"]
-
-PAGE_SIZE = 100
-"""Runs (and a run's hooks) a page lists (lakeFS's UI asks for 100)."""
+__all__ = ["LOG_BOUND", "routes", "run_url"]
 LOG_BOUND = 64 << 10
 """Bytes of a hook's log a page shows; the download has the whole log."""
 
@@ -77,14 +75,12 @@ async def list_runs(request: Request) -> Response:
     repository = request.path_params["repository"]
     query = request.query_params
     branch, commit = query.get("branch", "").strip(), query.get("commit", "").strip()
-    after = query.get("after", "")
     repo = await load_repository(page, repository)
+    here = repository_url(repository, _TAB)
     error, status = "", 200
-    listing: dict[str, Any] = {"results": [], "pagination": {"has_more": False}}
+    listed = Listing([], "", "")
     try:
-        listing = await page.get(
-            _api_runs(repository), branch=branch, commit=commit, after=after, amount=PAGE_SIZE
-        )
+        listed = await list_page(page, _api_runs(repository), here, branch=branch, commit=commit)
     except ApiError as refused:
         error, status = refused.message, refused.status
     rows = [
@@ -94,10 +90,8 @@ async def list_runs(request: Request) -> Response:
             "url": run_url(repository, run["run_id"]),
             "commit_url": commit_url(repository, run["commit_id"]) if run["commit_id"] else "",
         }
-        for run in listing["results"]
+        for run in listed.results
     ]
-    here = repository_url(repository, _TAB)
-    pagination = listing["pagination"]
     return page.render(
         "repository/actions.html",
         status,
@@ -108,12 +102,8 @@ async def list_runs(request: Request) -> Response:
         branch_names=await _branch_choices(page, repository),
         rows=rows,
         error=error,
-        next_url=(
-            page_url(here, branch=branch, commit=commit, after=pagination["next_offset"])
-            if pagination.get("has_more")
-            else ""
-        ),
-        start_url=page_url(here, branch=branch, commit=commit) if after else "",
+        next_url=listed.next_url,
+        start_url=listed.start_url,
     )
 
 
@@ -153,8 +143,8 @@ async def show_run(request: Request) -> Response:
     hook, hooks_after = query.get("hook", ""), query.get("after", "")
     repo = await load_repository(page, repository)
     run: dict[str, Any] = await page.get(_api_runs(repository, urlpart(run_id)))
-    hooks: dict[str, Any] = await page.get(
-        _api_runs(repository, urlpart(run_id), "hooks"), after=hooks_after, amount=PAGE_SIZE
+    hooks = await list_page(
+        page, _api_runs(repository, urlpart(run_id), "hooks"), run_url(repository, run_id)
     )
     log: dict[str, Any] | None = None
     if hook:
@@ -171,9 +161,8 @@ async def show_run(request: Request) -> Response:
             "download_url": _output_url(repository, run_id, h["hook_run_id"]),
             "open": h["hook_run_id"] == hook,
         }
-        for h in hooks["results"]
+        for h in hooks.results
     ]
-    pagination = hooks["pagination"]
     return page.render(
         "repository/action_run.html",
         **repository_context(repo, _TAB),
@@ -186,12 +175,8 @@ async def show_run(request: Request) -> Response:
         log_bound=LOG_BOUND,
         download_url=_output_url(repository, run_id, hook) if hook else "",
         runs_url=repository_url(repository, _TAB),
-        next_url=(
-            run_url(repository, run_id, after=pagination["next_offset"])
-            if pagination.get("has_more")
-            else ""
-        ),
-        start_url=run_url(repository, run_id) if hooks_after else "",
+        next_url=hooks.next_url,
+        start_url=hooks.start_url,
     )
 
 

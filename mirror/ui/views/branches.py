@@ -16,48 +16,35 @@ import asyncio
 import re
 from typing import Any
 
-from starlette.datastructures import FormData
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Action, Permission, branch_arn
 from mirror.core.protection import InvalidPatternError, compile_pattern
 from mirror.ui.api import ApiError
+from mirror.ui.forms import field, redirect_after
+from mirror.ui.listing import named_list
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
-from mirror.ui.views.repository import load_repository, repository_context, repository_url
+from mirror.ui.views.commits import find_commits
+from mirror.ui.views.repository import (
+    load_repository,
+    repository_api,
+    repository_context,
+    repository_url,
+)
 
-__all__ = ["PAGE_SIZE", "routes"]
-
-PAGE_SIZE = 100
-"""Branches a page lists (lakeFS's UI asks for 100)."""
+__all__ = ["routes"]
 
 _TAB = "branches"
-
-
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
-
-
-def _api_path(repository: str, *rest: str) -> str:
-    return "/".join([f"/repositories/{urlpart(repository)}", *rest])
-
-
-async def _head(page: Page, repository: str, commit_id: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = await page.get(_api_path(repository, "commits", urlpart(commit_id)))
-    except ApiError:
-        return None  # the row still shows the commit ID
-    return found
 
 
 async def _protection(page: Page, repository: str) -> list[re.Pattern[str]] | None:
     """Return the compiled protection patterns, or ``None`` when the person may not read them."""
     try:
         rules: list[dict[str, str]] = await page.get(
-            _api_path(repository, "settings", "branch_protection")
+            repository_api(repository, "settings", "branch_protection")
         )
     except ApiError as refused:
         if refused.status == 403:
@@ -77,37 +64,24 @@ async def _branches(
 ) -> Response:
     repository = page.request.path_params["repository"]
     repo = await load_repository(page, repository)
-    query = page.request.query_params
-    prefix = query.get("prefix", "")
-    after = query.get("after", "")
-    listing: dict[str, Any] = await page.get(
-        _api_path(repository, "branches"), prefix=prefix, after=after, amount=PAGE_SIZE
+    here = repository_url(repository, _TAB)
+    listed = await named_list(
+        page,
+        repository_api(repository, "branches"),
+        here,
+        create=Permission(Action.CREATE_BRANCH, branch_arn(repository, "*")),
+        delete=lambda branch: Permission(
+            Action.DELETE_BRANCH, branch_arn(repository, branch["id"])
+        ),
+        writable=not repo.get("read_only", False),
     )
-    branches: list[dict[str, Any]] = listing["results"]
-    commit_ids = sorted({b["commit_id"] for b in branches if b["commit_id"]})
-    found, rules = await asyncio.gather(
-        asyncio.gather(*(_head(page, repository, c) for c in commit_ids)),
+    heads, rules = await asyncio.gather(
+        find_commits(page, repository, (b["commit_id"] for b, _ in listed.entries)),
         _protection(page, repository),
     )
-    heads = dict(zip(commit_ids, found, strict=True))
-    writable = not repo.get("read_only", False)
-    allowed = (
-        await page.allowed(
-            [
-                Permission(Action.CREATE_BRANCH, branch_arn(repository, "*")),
-                *(
-                    Permission(Action.DELETE_BRANCH, branch_arn(repository, b["id"]))
-                    for b in branches
-                ),
-            ]
-        )
-        if writable
-        else [False] * (len(branches) + 1)
-    )
     rows = []
-    for branch, may_delete in zip(branches, allowed[1:], strict=True):
+    for branch, may_delete in listed.entries:
         name = branch["id"]
-        protected = None if rules is None else any(p.fullmatch(name) for p in rules)
         default = name == repo["default_branch"]
         rows.append(
             {
@@ -115,33 +89,22 @@ async def _branches(
                 "commit_id": branch["commit_id"],
                 "head": heads.get(branch["commit_id"]),
                 "default": default,
-                "protected": protected,
-                "delete_url": f"{repository_url(repository, _TAB)}/{urlpart(name)}/delete",
+                "protected": None if rules is None else any(p.fullmatch(name) for p in rules),
+                "delete_url": f"{here}/{urlpart(name)}/delete",
                 # lakeFS lets a protected branch be deleted: protection guards its contents
-                "can_delete": writable and may_delete and not default,
+                "can_delete": may_delete and not default,
             }
         )
-    here = repository_url(repository, _TAB)
-    pagination = listing["pagination"]
     return page.render(
         "repository/branches.html",
         status,
         **repository_context(repo, _TAB),
+        **listed.context,
         rows=rows,
         tab_url=here,
-        prefix=prefix,
-        next_url=(
-            page_url(here, prefix=prefix, after=pagination["next_offset"])
-            if pagination["has_more"]
-            else ""
-        ),
-        start_url=page_url(here, prefix=prefix) if after else "",
         rules_visible=rules is not None,
-        can_create=writable and allowed[0],
         new=new or {"name": "", "source": repo["default_branch"]},
         error=error,
-        created=query.get("created", ""),
-        deleted=query.get("deleted", ""),
     )
 
 
@@ -155,13 +118,11 @@ async def create_branch(request: Request) -> Response:
     page = await Page.open(request)
     form = await page.form()
     repository = request.path_params["repository"]
-    new = {"name": _field(form, "name"), "source": _field(form, "source")}
-    try:
-        await page.send("POST", _api_path(repository, "branches"), json=new)
-    except ApiError as refused:
-        return await _branches(page, new=new, error=refused.message, status=refused.status)
-    return RedirectResponse(
-        page_url(repository_url(repository, _TAB), created=new["name"]), status_code=303
+    new = {"name": field(form, "name"), "source": field(form, "source")}
+    return await redirect_after(
+        page.send("POST", repository_api(repository, "branches"), json=new),
+        page_url(repository_url(repository, _TAB), created=new["name"]),
+        refused=lambda e: _branches(page, new=new, error=e.message, status=e.status),
     )
 
 
@@ -169,7 +130,7 @@ async def _confirmation(
     page: Page, repository: str, branch: str, *, error: str = "", status: int = 200
 ) -> Response:
     repo = await load_repository(page, repository)
-    found: dict[str, Any] = await page.get(_api_path(repository, "branches", urlpart(branch)))
+    found: dict[str, Any] = await page.get(repository_api(repository, "branches", urlpart(branch)))
     return page.render(
         "repository/branch_delete.html",
         status,
@@ -193,14 +154,10 @@ async def delete_branch(request: Request) -> Response:
     page = await Page.open(request)
     await page.form()
     repository, branch = request.path_params["repository"], request.path_params["branch"]
-    try:
-        await page.send("DELETE", _api_path(repository, "branches", urlpart(branch)))
-    except ApiError as refused:
-        return await _confirmation(
-            page, repository, branch, error=refused.message, status=refused.status
-        )
-    return RedirectResponse(
-        page_url(repository_url(repository, _TAB), deleted=branch), status_code=303
+    return await redirect_after(
+        page.send("DELETE", repository_api(repository, "branches", urlpart(branch))),
+        page_url(repository_url(repository, _TAB), deleted=branch),
+        refused=lambda e: _confirmation(page, repository, branch, error=e.message, status=e.status),
     )
 
 

@@ -17,7 +17,6 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -25,6 +24,7 @@ from starlette.routing import BaseRoute, Route
 from mirror.auth.permissions import Action, Permission, branch_arn
 from mirror.ui.api import ApiError
 from mirror.ui.difftree import load_diff
+from mirror.ui.forms import text
 from mirror.ui.metadata_form import (
     ADD_ROW,
     MetadataRow,
@@ -53,11 +53,6 @@ class CommitForm:
     rows: list[MetadataRow] = field(default_factory=blank_rows)
     error: str = ""
     open: bool = False
-
-
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value if isinstance(value, str) else ""
 
 
 def _branch_path(repository: str, branch: str, *rest: str) -> str:
@@ -157,7 +152,7 @@ async def commit_changes(request: Request) -> Response:
     """Commit a branch's changes with a message and metadata; show the server's refusal."""
     page = await Page.open(request)
     form = await page.form()
-    message, rows = _field(form, "message"), rows_from(form)
+    message, rows = text(form, "message"), rows_from(form)
     if ADD_ROW in form:
         return await _changes(page, CommitForm(message, [*rows, *blank_rows()], open=True))
     try:

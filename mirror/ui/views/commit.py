@@ -25,10 +25,16 @@ from starlette.routing import BaseRoute, Route
 from mirror.auth.permissions import Action, Permission, branch_arn
 from mirror.ui.api import ApiError
 from mirror.ui.difftree import DiffListing, load_diff
+from mirror.ui.forms import field, text
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 from mirror.ui.views.commits import branch_names, commit_url
-from mirror.ui.views.repository import load_repository, repository_context, repository_url
+from mirror.ui.views.repository import (
+    load_repository,
+    repository_api,
+    repository_context,
+    repository_url,
+)
 
 __all__ = ["objects_url", "routes"]
 
@@ -51,10 +57,6 @@ def objects_url(repository: str, ref: str) -> str:
     return page_url(repository_url(repository, "objects"), ref=ref)
 
 
-def _repo_path(repository: str, *rest: str) -> str:
-    return "/".join([f"/repositories/{urlpart(repository)}", *rest])
-
-
 async def _first_parent_diff(
     page: Page, repository: str, commit_id: str, parents: list[str], prefix: str, after: str
 ) -> DiffListing | ApiError | None:
@@ -69,7 +71,7 @@ async def _first_parent_diff(
     try:
         return await load_diff(
             page,
-            _repo_path(repository, "refs", urlpart(parents[0]), "diff", urlpart(commit_id)),
+            repository_api(repository, "refs", urlpart(parents[0]), "diff", urlpart(commit_id)),
             prefix=prefix,
             after=after,
             url=lambda p, a: page_url(here, prefix=p, after=a),
@@ -84,7 +86,9 @@ async def _commit_page(
     repository = page.request.path_params["repository"]
     repo, commit = await asyncio.gather(
         load_repository(page, repository),
-        page.get(_repo_path(repository, "commits", urlpart(page.request.path_params["commit"]))),
+        page.get(
+            repository_api(repository, "commits", urlpart(page.request.path_params["commit"]))
+        ),
     )
     commit_id: str = commit["id"]
     parents: list[str] = commit["parents"]
@@ -132,20 +136,19 @@ async def show_commit(request: Request) -> Response:
 
 
 def _chosen(form: FormData) -> ApplyForm:
-    branch = form.get("branch")
-    number = form.get("parent_number")
+    number = text(form, "parent_number")
     try:
-        parent = int(number) if isinstance(number, str) and number else 0
+        parent = int(number) if number else 0
     except ValueError:
         parent = 0  # the API explains which numbers a merge commit takes
-    return ApplyForm(branch.strip() if isinstance(branch, str) else "", parent)
+    return ApplyForm(field(form, "branch"), parent)
 
 
 async def _apply(request: Request, kind: str) -> Response:
     page = await Page.open(request)
     chosen = _chosen(await page.form())
     repository, commit_ref = request.path_params["repository"], request.path_params["commit"]
-    branch_path = _repo_path(repository, "branches", urlpart(chosen.branch))
+    branch_path = repository_api(repository, "branches", urlpart(chosen.branch))
     body = {"ref": commit_ref, "parent_number": chosen.parent_number}
     if not chosen.branch:
         missing = ApplyForm("", chosen.parent_number or 1, "Choose the branch to apply it to.")

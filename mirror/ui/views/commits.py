@@ -11,6 +11,7 @@ resolve shows its message next to the ref field.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.requests import Request
@@ -18,14 +19,17 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.ui.api import ApiError
+from mirror.ui.listing import Listing, list_page
 from mirror.ui.page import Page
-from mirror.ui.render import page_url, urlpart
-from mirror.ui.views.repository import load_repository, repository_context, repository_url
+from mirror.ui.render import urlpart
+from mirror.ui.views.repository import (
+    load_repository,
+    repository_api,
+    repository_context,
+    repository_url,
+)
 
-__all__ = ["PAGE_SIZE", "branch_names", "commit_url", "routes"]
-
-PAGE_SIZE = 100
-"""Commits a page lists (lakeFS's UI asks for 100)."""
+__all__ = ["branch_names", "commit_url", "find_commit", "find_commits", "routes"]
 
 _TAB = "commits"
 _BRANCH_CHOICES = 100
@@ -40,21 +44,40 @@ def commit_url(repository: str, commit_id: str) -> str:
 async def branch_names(page: Page, repository: str) -> list[str]:
     """Return the names of the repository's first branches, offered in a ref field's list."""
     listing: dict[str, Any] = await page.get(
-        f"/repositories/{urlpart(repository)}/branches", amount=_BRANCH_CHOICES
+        repository_api(repository, "branches"), amount=_BRANCH_CHOICES
     )
     return [b["id"] for b in listing["results"]]
 
 
-async def _log(page: Page, repository: str, ref: str, after: str) -> dict[str, Any] | ApiError:
+async def find_commit(page: Page, repository: str, commit_id: str) -> dict[str, Any] | None:
+    """Return a commit as ``GET …/commits/{id}`` answers it; ``None`` when the API refuses.
+
+    A page naming a commit still shows (and links) its ID when it cannot read the commit.
+    """
     try:
         found: dict[str, Any] = await page.get(
-            f"/repositories/{urlpart(repository)}/refs/{urlpart(ref)}/commits",
-            after=after,
-            amount=PAGE_SIZE,
+            repository_api(repository, "commits", urlpart(commit_id))
         )
+    except ApiError:
+        return None
+    return found
+
+
+async def find_commits(
+    page: Page, repository: str, commit_ids: Iterable[str]
+) -> dict[str, dict[str, Any] | None]:
+    """Return the commits of ``commit_ids`` by ID, each read once (:func:`find_commit`)."""
+    ids = sorted({c for c in commit_ids if c})
+    found = await asyncio.gather(*(find_commit(page, repository, c) for c in ids))
+    return dict(zip(ids, found, strict=True))
+
+
+async def _log(page: Page, repository: str, ref: str, here: str) -> Listing | ApiError:
+    try:
+        path = repository_api(repository, "refs", urlpart(ref), "commits")
+        return await list_page(page, path, here, keep={"ref": ref})
     except ApiError as refused:
         return refused
-    return found
 
 
 async def list_commits(request: Request) -> Response:
@@ -64,11 +87,10 @@ async def list_commits(request: Request) -> Response:
     repo = await load_repository(page, repository)
     query = request.query_params
     ref = query.get("ref", "") or repo["default_branch"]
-    after = query.get("after", "")
-    log, names = await asyncio.gather(
-        _log(page, repository, ref, after), branch_names(page, repository)
-    )
     here = repository_url(repository, _TAB)
+    log, names = await asyncio.gather(
+        _log(page, repository, ref, here), branch_names(page, repository)
+    )
     context: dict[str, Any] = {
         **repository_context(repo, _TAB),
         "tab_url": here,
@@ -95,20 +117,15 @@ async def list_commits(request: Request) -> Response:
             "metadata": len(c.get("metadata") or {}),
             "parents": len(c["parents"]),
         }
-        for c in log["results"]
+        for c in log.results
     ]
-    pagination = log["pagination"]
     return page.render(
         "repository/commits.html",
         **context,
         error="",
         rows=rows,
-        next_url=(
-            page_url(here, ref=ref, after=pagination["next_offset"])
-            if pagination["has_more"]
-            else ""
-        ),
-        start_url=page_url(here, ref=ref) if after else "",
+        next_url=log.next_url,
+        start_url=log.start_url,
     )
 
 

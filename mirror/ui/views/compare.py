@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -27,12 +26,18 @@ from starlette.routing import BaseRoute, Route
 from mirror.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.ui.api import ApiError
 from mirror.ui.difftree import DiffListing, load_diff
+from mirror.ui.forms import text
 from mirror.ui.metadata_form import ADD_ROW, MetadataRow, blank_rows, metadata_of, rows_from
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 from mirror.ui.views.commits import branch_names
 from mirror.ui.views.merges import merge_status_url
-from mirror.ui.views.repository import load_repository, repository_context, repository_url
+from mirror.ui.views.repository import (
+    load_repository,
+    repository_api,
+    repository_context,
+    repository_url,
+)
 
 __all__ = ["STRATEGIES", "compare_url", "routes"]
 
@@ -66,22 +71,13 @@ def compare_url(repository: str, base: str, source: str, prefix: str = "", after
     )
 
 
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value if isinstance(value, str) else ""
-
-
-def _repo_path(repository: str, *rest: str) -> str:
-    return "/".join([f"/repositories/{urlpart(repository)}", *rest])
-
-
 def _diff_path(repository: str, base: str, source: str) -> str:
-    return _repo_path(repository, "refs", urlpart(base), "diff", urlpart(source))
+    return repository_api(repository, "refs", urlpart(base), "diff", urlpart(source))
 
 
 async def _is_branch(page: Page, repository: str, ref: str) -> bool:
     try:
-        await page.get(_repo_path(repository, "branches", urlpart(ref)))
+        await page.get(repository_api(repository, "branches", urlpart(ref)))
     except ApiError:
         return False  # a tag, a commit ID or an expression: nothing can be merged into it
     return True
@@ -90,7 +86,7 @@ async def _is_branch(page: Page, repository: str, ref: str) -> bool:
 async def _ref_names(page: Page, repository: str) -> list[str]:
     branches, tags = await asyncio.gather(
         branch_names(page, repository),
-        page.get(_repo_path(repository, "tags"), amount=_TAG_CHOICES),
+        page.get(repository_api(repository, "tags"), amount=_TAG_CHOICES),
     )
     return [*branches, *(t["id"] for t in tags["results"])]
 
@@ -176,10 +172,10 @@ async def start_merge(request: Request) -> Response:
     """Start merging the source into the base; follow its progress on the merge's page."""
     page = await Page.open(request)
     form = await page.form()
-    base, source = _field(form, "ref").strip(), _field(form, "compare").strip()
+    base, source = text(form, "ref").strip(), text(form, "compare").strip()
     # browsers send a textarea's lines CRLF-separated; lakeFS's UI sends them as typed
-    message = _field(form, "message").replace("\r\n", "\n")
-    merge = MergeForm(_field(form, "strategy"), message, rows_from(form), open=True)
+    message = text(form, "message").replace("\r\n", "\n")
+    merge = MergeForm(text(form, "strategy"), message, rows_from(form), open=True)
     if ADD_ROW in form:
         merge.rows = [*merge.rows, *blank_rows()]
         return await _compare(page, base, source, merge)
@@ -194,7 +190,7 @@ async def start_merge(request: Request) -> Response:
     if merge.strategy:
         body["strategy"] = merge.strategy
     repository = request.path_params["repository"]
-    path = _repo_path(repository, "refs", urlpart(source), "merge", urlpart(base), "async")
+    path = repository_api(repository, "refs", urlpart(source), "merge", urlpart(base), "async")
     try:
         started = await page.send("POST", path, json=body)
     except ApiError as refused:

@@ -23,6 +23,7 @@ from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Permission, repository_arn
 from mirror.ui.api import ApiError
+from mirror.ui.forms import texts
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 from mirror.ui.views.commits import branch_names
@@ -60,12 +61,8 @@ def _api_path(repository: str) -> str:
     return f"/repositories/{urlpart(repository)}/settings/gc_rules"
 
 
-def _texts(form: FormData, name: str) -> list[str]:
-    return [v.strip() for v in form.getlist(name) if isinstance(v, str)]
-
-
 def _typed(form: FormData) -> RulesForm:
-    branches, days = _texts(form, "rule_branch"), _texts(form, "rule_days")
+    branches, days = texts(form, "rule_branch", strip=True), texts(form, "rule_days", strip=True)
     days += [""] * (len(branches) - len(days))
     rows = [RuleRow(b, d) for b, d in zip(branches, days, strict=False)]
     default = form.get("default_retention_days")

@@ -10,12 +10,13 @@ group's ID links to its page (:mod:`mirror.ui.views.memberships`).
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Action, Permission, group_arn
-from mirror.ui.api import ApiError
-from mirror.ui.auth_pages import GROUPS_URL, confirm, field, group_url, list_page
+from mirror.ui.auth_pages import GROUPS_URL, Removal, ask_to_remove, group_url, remove
+from mirror.ui.forms import field, redirect_after
+from mirror.ui.listing import named_list
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 
@@ -27,14 +28,12 @@ _FIELDS = ("id", "description")
 async def _listing(
     page: Page, *, new: dict[str, str] | None = None, error: str = "", status: int = 200
 ) -> Response:
-    query = page.request.query_params
-    prefix = query.get("prefix", "")
-    listed = await list_page(page, "/auth/groups", GROUPS_URL, prefix=prefix)
-    allowed = await page.allowed(
-        [
-            Permission(Action.CREATE_GROUP, group_arn("*")),
-            *(Permission(Action.DELETE_GROUP, group_arn(g["id"])) for g in listed.results),
-        ]
+    listed = await named_list(
+        page,
+        "/auth/groups",
+        GROUPS_URL,
+        create=Permission(Action.CREATE_GROUP, group_arn("*")),
+        delete=lambda group: Permission(Action.DELETE_GROUP, group_arn(group["id"])),
     )
     rows = [
         {
@@ -45,20 +44,16 @@ async def _listing(
             "delete_url": group_url(group["id"], "delete"),
             "can_delete": may,
         }
-        for group, may in zip(listed.results, allowed[1:], strict=True)
+        for group, may in listed.entries
     ]
     return page.render(
         "auth/groups.html",
         status,
+        **listed.context,
         auth_tab="groups",
         rows=rows,
-        prefix=prefix,
-        next_url=listed.next_url,
-        start_url=listed.start_url,
-        can_create=allowed[0],
         new=new or dict.fromkeys(_FIELDS, ""),
         error=error,
-        deleted=query.get("deleted", ""),
     )
 
 
@@ -75,47 +70,36 @@ async def create_group(request: Request) -> Response:
     body = {"id": new["id"]}
     if new["description"]:
         body["description"] = new["description"]
-    try:
-        await page.send("POST", "/auth/groups", json=body)
-    except ApiError as refused:
-        return await _listing(page, new=new, error=refused.message, status=refused.status)
-    return RedirectResponse(page_url(group_url(new["id"], "members"), created=1), status_code=303)
+    return await redirect_after(
+        page.send("POST", "/auth/groups", json=body),
+        page_url(group_url(new["id"], "members"), created=1),
+        refused=lambda e: _listing(page, new=new, error=e.message, status=e.status),
+    )
 
 
-def _confirmation(page: Page, group_id: str, *, error: str = "", status: int = 200) -> Response:
-    return confirm(
-        page,
+def _removal(group_id: str) -> Removal:
+    return Removal(
         heading=f"Delete group {group_id}",
         text=(
             "This deletes the group with its memberships and policy attachments. Its members "
             "stay, without what the group's policies allowed them. It cannot be undone."
         ),
-        action=group_url(group_id, "delete"),
         button="Delete group",
+        action=group_url(group_id, "delete"),
         cancel_url=group_url(group_id, "members"),
-        error=error,
-        status=status,
+        api_path=f"/auth/groups/{urlpart(group_id)}",
+        done_url=page_url(GROUPS_URL, deleted=group_id),
     )
 
 
 async def confirm_delete(request: Request) -> Response:
     """Ask the person to confirm deleting a group."""
-    page = await Page.open(request)
-    group_id = request.path_params["group"]
-    await page.get(f"/auth/groups/{urlpart(group_id)}")  # an unknown group shows the API's 404
-    return _confirmation(page, group_id)
+    return await ask_to_remove(await Page.open(request), _removal(request.path_params["group"]))
 
 
 async def delete_group(request: Request) -> Response:
     """Delete a group; show the API's refusal on the confirmation page."""
-    page = await Page.open(request)
-    await page.form()
-    group_id = request.path_params["group"]
-    try:
-        await page.send("DELETE", f"/auth/groups/{urlpart(group_id)}")
-    except ApiError as refused:
-        return _confirmation(page, group_id, error=refused.message, status=refused.status)
-    return RedirectResponse(page_url(GROUPS_URL, deleted=group_id), status_code=303)
+    return await remove(await Page.open(request), _removal(request.path_params["group"]))
 
 
 routes: list[BaseRoute] = [

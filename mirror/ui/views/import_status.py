@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Permission, branch_arn
 from mirror.ui.api import ApiError
+from mirror.ui.forms import text
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 from mirror.ui.times import clock
@@ -92,17 +92,12 @@ async def show_import(request: Request) -> Response:
     return await _status_page(page, query.get("branch", ""), canceled=query.get("canceled") == "1")
 
 
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value if isinstance(value, str) else ""
-
-
 async def cancel_import(request: Request) -> Response:
     """Cancel a running import; show the API's refusal (an import that committed) on its page."""
     page = await Page.open(request)
     form = await page.form()
     repository, import_id = request.path_params["repository"], request.path_params["id"]
-    branch = _field(form, "branch")
+    branch = text(form, "branch")
     try:
         await page.send("DELETE", _api_path(repository, branch), params={"id": import_id})
     except ApiError as refused:

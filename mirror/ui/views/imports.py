@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Action, Permission, branch_arn, namespace_arn, object_arn
 from mirror.ui.api import ApiError
+from mirror.ui.forms import text, texts
 from mirror.ui.metadata_form import ADD_ROW, MetadataRow, blank_rows, metadata_of, rows_from
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
@@ -107,13 +108,9 @@ async def import_offer(page: Page, repo: dict[str, Any], branch: str, prefix: st
     return "" if refused else import_url(repo["id"], branch, prefix)
 
 
-def _texts(form: FormData, name: str) -> list[str]:
-    return [v.strip() for v in form.getlist(name) if isinstance(v, str)]
-
-
 def _sources_from(form: FormData) -> list[SourceRow]:
-    types, paths = _texts(form, "source_type"), _texts(form, "source_path")
-    destinations = _texts(form, "source_destination")
+    types, paths = texts(form, "source_type", strip=True), texts(form, "source_path", strip=True)
+    destinations = texts(form, "source_destination", strip=True)
     count = max(len(types), len(paths), len(destinations))
     rows = [
         SourceRow(
@@ -124,11 +121,6 @@ def _sources_from(form: FormData) -> list[SourceRow]:
         for i in range(count)
     ]
     return rows or [SourceRow(SOURCE_TYPES[0][0], "", "")]
-
-
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value if isinstance(value, str) else ""
 
 
 async def _form_page(
@@ -167,10 +159,10 @@ async def start_import(request: Request) -> Response:
     page = await Page.open(request)
     form = await page.form()
     typed = ImportForm(
-        _field(form, "branch").strip(),
+        text(form, "branch").strip(),
         _sources_from(form),
         # browsers send a textarea's lines CRLF-separated; the commit keeps them as typed
-        _field(form, "message").replace("\r\n", "\n"),
+        text(form, "message").replace("\r\n", "\n"),
         rows_from(form),
     )
     if ADD_SOURCE in form:

@@ -27,14 +27,16 @@ from mirror.ui.api import ApiError
 from mirror.ui.auth_pages import (
     GROUPS_URL,
     USERS_URL,
+    Removal,
     choices,
-    confirm,
-    field,
+    confirm_removal,
     group_url,
-    list_page,
     policy_url,
+    remove,
     user_url,
 )
+from mirror.ui.forms import field, redirect_after
+from mirror.ui.listing import list_page, may_add_and_remove
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 
@@ -220,20 +222,17 @@ async def _tab(
     owner_id = page.request.path_params["owner"]
     context = await owner_context(page, owner, owner_id, relation.key)
     here = _URL[owner.kind](owner_id, relation.key)
-    params = {"effective": "true"} if relation.effective else {}
-    listed = await list_page(page, _api(relation.list_api, owner_id), here, **params)
-    if relation.change_api:
-        allowed = await page.allowed(
-            [
-                Permission(relation.add_action, _guard(owner, relation, owner_id, "*")),
-                *(
-                    Permission(relation.remove_action, _guard(owner, relation, owner_id, r["id"]))
-                    for r in listed.results
-                ),
-            ]
-        )
-    else:
-        allowed = [False] * (len(listed.results) + 1)
+    effective = "true" if relation.effective else ""
+    listed = await list_page(page, _api(relation.list_api, owner_id), here, effective=effective)
+    can_add, may_remove = await may_add_and_remove(
+        page,
+        Permission(relation.add_action, _guard(owner, relation, owner_id, "*")),
+        (
+            Permission(relation.remove_action, _guard(owner, relation, owner_id, r["id"]))
+            for r in listed.results
+        ),
+        writable=bool(relation.change_api),
+    )
     rows = [
         {
             "id": other["id"],
@@ -243,7 +242,7 @@ async def _tab(
             "remove_url": _URL[owner.kind](owner_id, relation.key, urlpart(other["id"]), "remove"),
             "can_remove": may,
         }
-        for other, may in zip(listed.results, allowed[1:], strict=True)
+        for other, may in zip(listed.results, may_remove, strict=True)
     ]
     query = page.request.query_params
     return page.render(
@@ -255,8 +254,8 @@ async def _tab(
         here=here,
         next_url=listed.next_url,
         start_url=listed.start_url,
-        can_add=allowed[0],
-        choices=await choices(page, _API[relation.other]) if allowed[0] else [],
+        can_add=can_add,
+        choices=await choices(page, _API[relation.other]) if can_add else [],
         new=new,
         error=error,
         added=query.get("added", ""),
@@ -278,24 +277,23 @@ def _add_view(owner: Owner, relation: Relation) -> Callable[[Request], Awaitable
         page = await Page.open(request)
         form = await page.form()
         owner_id, other_id = request.path_params["owner"], field(form, "other")
-        try:
-            if not other_id:
-                raise ApiError(400, f"Name the {relation.other} to add.")
-            await page.send("PUT", _api(relation.change_api, owner_id, other_id))
-        except ApiError as refused:
-            return await _tab(
-                page, owner, relation, new=other_id, error=refused.message, status=refused.status
-            )
+        if not other_id:
+            error = f"Name the {relation.other} to add."
+            return await _tab(page, owner, relation, error=error, status=400)
         here = _URL[owner.kind](owner_id, relation.key)
-        return RedirectResponse(page_url(here, added=other_id), status_code=303)
+        return await redirect_after(
+            page.send("PUT", _api(relation.change_api, owner_id, other_id)),
+            page_url(here, added=other_id),
+            refused=lambda e: _tab(
+                page, owner, relation, new=other_id, error=e.message, status=e.status
+            ),
+        )
 
     view.__doc__ = f"{relation.add_label} for a {owner.kind}; show the API's refusal by the form."
     return view
 
 
-def _confirmation(
-    page: Page, owner: Owner, relation: Relation, *, error: str = "", status: int = 200
-) -> Response:
+def _removal(page: Page, owner: Owner, relation: Relation) -> Removal:
     owner_id, other_id = page.request.path_params["owner"], page.request.path_params["other"]
     here = _URL[owner.kind](owner_id, relation.key)
     if relation.other != "policy":
@@ -306,15 +304,14 @@ def _confirmation(
             f"Policy {other_id} no longer applies to {owner.kind} {owner_id}; what it allowed "
             "stays allowed only if another policy allows it. The policy itself stays."
         )
-    return confirm(
-        page,
+    return Removal(
         heading=f"{relation.remove_label}: {other_id}",
         text=text,
-        action=_URL[owner.kind](owner_id, relation.key, urlpart(other_id), "remove"),
         button=relation.remove_label,
+        action=_URL[owner.kind](owner_id, relation.key, urlpart(other_id), "remove"),
         cancel_url=here,
-        error=error,
-        status=status,
+        api_path=_api(relation.change_api, owner_id, other_id),
+        done_url=page_url(here, removed=other_id),
     )
 
 
@@ -322,7 +319,7 @@ def _confirm_view(owner: Owner, relation: Relation) -> Callable[[Request], Await
     async def view(request: Request) -> Response:
         page = await Page.open(request)
         await owner_context(page, owner, request.path_params["owner"], relation.key)
-        return _confirmation(page, owner, relation)
+        return confirm_removal(page, _removal(page, owner, relation))
 
     view.__doc__ = f"Ask the person to confirm: {relation.remove_label.lower()}."
     return view
@@ -331,16 +328,7 @@ def _confirm_view(owner: Owner, relation: Relation) -> Callable[[Request], Await
 def _remove_view(owner: Owner, relation: Relation) -> Callable[[Request], Awaitable[Response]]:
     async def view(request: Request) -> Response:
         page = await Page.open(request)
-        await page.form()
-        owner_id, other_id = request.path_params["owner"], request.path_params["other"]
-        try:
-            await page.send("DELETE", _api(relation.change_api, owner_id, other_id))
-        except ApiError as refused:
-            return _confirmation(
-                page, owner, relation, error=refused.message, status=refused.status
-            )
-        here = _URL[owner.kind](owner_id, relation.key)
-        return RedirectResponse(page_url(here, removed=other_id), status_code=303)
+        return await remove(page, _removal(page, owner, relation))
 
     view.__doc__ = f"{relation.remove_label}; show the API's refusal on the confirmation page."
     return view

@@ -4,7 +4,7 @@ The Compare tab starts a merge with ``POST …/refs/{source}/merge/{destination}
 the browser here (``/ui/repositories/<r>/merges/<task>?source&destination&started``). The page
 reads ``GET …/refs/{source}/merge/{destination}/async/{task}/status``: while the merge runs it
 says so, with how long it has been running and the task's last update, and refreshes itself
-(``merge.js`` polls the page and swaps its status in place; without script a ``<noscript>``
+(``follow.js`` polls the page and swaps its status in place; without script a ``<noscript>``
 meta refresh reloads it). Once done it shows the merge commit (its page linked, its message
 read with ``GET …/commits/{id}``), or the API's error: a conflict with its paths (the status's
 ``error.conflicts``), any other refusal with its message.
@@ -13,17 +13,16 @@ read with ``GET …/commits/{id}``), or the API's error: a conflict with its pat
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from mirror.ui.api import ApiError
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
-from mirror.ui.views.commits import commit_url
+from mirror.ui.times import clock
+from mirror.ui.views.commits import commit_url, find_commit
 from mirror.ui.views.repository import load_repository, repository_context, repository_url
 
 __all__ = ["REFRESH_SECONDS", "merge_status_url", "routes"]
@@ -46,33 +45,12 @@ def merge_status_url(
     )
 
 
-def _clock(value: object) -> str:
-    """Return an RFC 3339 time (the API's ``update_time``) as the page shows it."""
-    if not isinstance(value, str):
-        return ""
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return value
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def _started(value: str) -> int | None:
     try:
         started = int(value)
     except ValueError:
         return None
     return started if 0 < started <= time.time() else None
-
-
-async def _commit(page: Page, repository: str, commit_id: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = await page.get(
-            f"/repositories/{urlpart(repository)}/commits/{urlpart(commit_id)}"
-        )
-    except ApiError:
-        return None  # the page still names and links the commit
-    return found
 
 
 async def show_merge(request: Request) -> Response:
@@ -98,12 +76,12 @@ async def show_merge(request: Request) -> Response:
         destination=destination,
         completed=bool(status.get("completed")),
         reference=reference,
-        commit=await _commit(page, repository, reference) if reference else None,
+        commit=await find_commit(page, repository, reference) if reference else None,
         commit_url=commit_url(repository, reference) if reference else "",
         error=failure.get("message", ""),
         conflicts=failure.get("conflicts") or [],
         status_code=status.get("status_code"),
-        updated=_clock(status.get("update_time")),
+        updated=clock(status.get("update_time")),
         running_for=int(time.time()) - started if started else None,
         refresh=REFRESH_SECONDS,
         compare_url=page_url(repository_url(repository, _TAB), ref=destination, compare=source),

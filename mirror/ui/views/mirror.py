@@ -21,23 +21,15 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Action, Permission, repository_arn
-from mirror.ui.api import ApiError
 from mirror.ui.lag_chart import HEIGHT, WIDTH, WINDOWS, lag_charts
 from mirror.ui.mirror_status import MirrorView
 from mirror.ui.mirroring import MIRRORS_URL, load_mirror, mirror_url, replicant_call
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 from mirror.ui.replicant import mirror_path
+from mirror.ui.views.commits import find_commits
 
 __all__ = ["head_messages", "routes"]
-
-
-async def _message(page: Page, repository: str, commit_id: str) -> tuple[str, str | None]:
-    try:
-        found = await page.get(f"/repositories/{urlpart(repository)}/commits/{urlpart(commit_id)}")
-    except ApiError:
-        return commit_id, None  # the page still shows the commit ID
-    return commit_id, str(found.get("message") or "")
 
 
 async def head_messages(page: Page, view: MirrorView) -> dict[str, str | None]:
@@ -46,9 +38,9 @@ async def head_messages(page: Page, view: MirrorView) -> dict[str, str | None]:
     The mirror repository holds the records of the source heads it saw too (they are copied
     before they are validated); a head it cannot read maps to ``None``.
     """
-    heads = sorted({h for b in view.branches for h in (b.source_head, b.mirror_head) if h})
-    found = await asyncio.gather(*(_message(page, view.name, h) for h in heads))
-    return dict(found)
+    heads = (h for b in view.branches for h in (b.source_head, b.mirror_head))
+    found = await find_commits(page, view.name, heads)
+    return {h: None if c is None else str(c.get("message") or "") for h, c in found.items()}
 
 
 async def show_mirror(request: Request) -> Response:

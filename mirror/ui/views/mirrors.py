@@ -15,13 +15,14 @@ import re
 import time
 from typing import Any
 
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.ui.api import ApiError
+from mirror.ui.forms import field, redirect_after
+from mirror.ui.listing import may_add_and_remove
 from mirror.ui.mirror_status import MirrorView, describe
 from mirror.ui.mirroring import MIRRORS_URL, load_mirror, mirror_url, replicant_call
 from mirror.ui.page import Page
@@ -33,11 +34,6 @@ __all__ = ["routes"]
 _FIELDS = ("source_repo", "name", "storage_namespace", "branches", "source_region")
 _NO_SOURCE = "Name the source repository to mirror; nothing was created."
 _HEALTH_ORDER = {"stuck": 0, "lagging": 1, "healthy": 2}
-
-
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
 
 
 def _patterns(text: str) -> list[str]:
@@ -54,11 +50,10 @@ async def _listing(
         (describe(m, now) for m in answer["results"]),
         key=lambda v: (_HEALTH_ORDER[v.health], v.name),
     )
-    allowed = await page.allowed(
-        [
-            Permission(Action.CREATE_REPOSITORY, repository_arn("*")),
-            *(Permission(Action.DELETE_REPOSITORY, repository_arn(v.name)) for v in views),
-        ]
+    can_create, may_delete = await may_add_and_remove(
+        page,
+        Permission(Action.CREATE_REPOSITORY, repository_arn("*")),
+        (Permission(Action.DELETE_REPOSITORY, repository_arn(v.name)) for v in views),
     )
     rows = [
         {
@@ -67,7 +62,7 @@ async def _listing(
             "delete_url": mirror_url(v.source_repo, v.name, "delete"),
             "can_delete": may,
         }
-        for v, may in zip(views, allowed[1:], strict=True)
+        for v, may in zip(views, may_delete, strict=True)
     ]
     counts = {h: sum(1 for v in views if v.health == h) for h in ("healthy", "lagging", "stuck")}
     query = page.request.query_params
@@ -77,7 +72,7 @@ async def _listing(
         region=answer["region"],
         rows=rows,
         counts=counts,
-        can_create=allowed[0],
+        can_create=can_create,
         new=new or {**dict.fromkeys(_FIELDS, ""), "branches": "*", "tags": True},
         error=error,
         deleted=query.get("deleted", ""),
@@ -93,8 +88,8 @@ async def create_mirror(request: Request) -> Response:
     """Create a mirror; show the replicant's refusal next to the form."""
     page = await Page.open(request)
     form = await page.form()
-    new: dict[str, Any] = {name: _field(form, name) for name in _FIELDS}
-    new["tags"] = bool(_field(form, "tags"))
+    new: dict[str, Any] = {name: field(form, name) for name in _FIELDS}
+    new["tags"] = bool(field(form, "tags"))
     answer: dict[str, Any] = await replicant_call(page, "GET", "/mirrors")
     body: dict[str, Any] = {
         "name": new["name"],
@@ -107,12 +102,11 @@ async def create_mirror(request: Request) -> Response:
         body["source_region"] = new["source_region"]
     if not new["source_repo"]:
         return await _listing(page, new=new, error=_NO_SOURCE, status=400)
-    try:
-        await replicant_call(page, "POST", mirrors_path(new["source_repo"]), json=body)
-    except ApiError as refused:
-        return await _listing(page, new=new, error=refused.message, status=refused.status)
-    url = mirror_url(new["source_repo"], new["name"])
-    return RedirectResponse(page_url(url, created="1"), status_code=303)
+    return await redirect_after(
+        replicant_call(page, "POST", mirrors_path(new["source_repo"]), json=body),
+        page_url(mirror_url(new["source_repo"], new["name"]), created="1"),
+        refused=lambda e: _listing(page, new=new, error=e.message, status=e.status),
+    )
 
 
 async def _confirmation(

@@ -16,12 +16,13 @@ import json
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Action, Permission, policy_arn
-from mirror.ui.api import ApiError
-from mirror.ui.auth_pages import POLICIES_URL, confirm, field, list_page, policy_url
+from mirror.ui.auth_pages import POLICIES_URL, Removal, ask_to_remove, policy_url, remove
+from mirror.ui.forms import field, redirect_after
+from mirror.ui.listing import named_list
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 
@@ -50,14 +51,12 @@ def _body(text: str, policy_id: str) -> tuple[Any, bytes | None]:
 async def _listing(
     page: Page, *, new: dict[str, str] | None = None, error: str = "", status: int = 200
 ) -> Response:
-    query = page.request.query_params
-    prefix = query.get("prefix", "")
-    listed = await list_page(page, "/auth/policies", POLICIES_URL, prefix=prefix)
-    allowed = await page.allowed(
-        [
-            Permission(Action.CREATE_POLICY, policy_arn("*")),
-            *(Permission(Action.DELETE_POLICY, policy_arn(p["id"])) for p in listed.results),
-        ]
+    listed = await named_list(
+        page,
+        "/auth/policies",
+        POLICIES_URL,
+        create=Permission(Action.CREATE_POLICY, policy_arn("*")),
+        delete=lambda policy: Permission(Action.DELETE_POLICY, policy_arn(policy["id"])),
     )
     rows = [
         {
@@ -68,20 +67,16 @@ async def _listing(
             "delete_url": policy_url(policy["id"], "delete"),
             "can_delete": may,
         }
-        for policy, may in zip(listed.results, allowed[1:], strict=True)
+        for policy, may in listed.entries
     ]
     return page.render(
         "auth/policies.html",
         status,
+        **listed.context,
         auth_tab="policies",
         rows=rows,
-        prefix=prefix,
-        next_url=listed.next_url,
-        start_url=listed.start_url,
-        can_create=allowed[0],
         new=new or {"id": "", "document": ""},
         error=error,
-        deleted=query.get("deleted", ""),
     )
 
 
@@ -96,11 +91,11 @@ async def create_policy(request: Request) -> Response:
     form = await page.form()
     new = {"id": field(form, "id"), "document": field(form, "document")}
     body, raw = _body(new["document"], new["id"])
-    try:
-        await page.send("POST", "/auth/policies", json=body, content=raw)
-    except ApiError as refused:
-        return await _listing(page, new=new, error=refused.message, status=refused.status)
-    return RedirectResponse(page_url(policy_url(new["id"]), created=1), status_code=303)
+    return await redirect_after(
+        page.send("POST", "/auth/policies", json=body, content=raw),
+        page_url(policy_url(new["id"]), created=1),
+        refused=lambda e: _listing(page, new=new, error=e.message, status=e.status),
+    )
 
 
 async def _policy(
@@ -141,49 +136,36 @@ async def edit_policy(request: Request) -> Response:
     policy_id = request.path_params["policy"]
     typed = field(form, "document")
     body, raw = _body(typed, policy_id)
-    try:
-        await page.send("PUT", f"/auth/policies/{urlpart(policy_id)}", json=body, content=raw)
-    except ApiError as refused:
-        return await _policy(
-            page, policy_id, typed=typed, error=refused.message, status=refused.status
-        )
-    return RedirectResponse(page_url(policy_url(policy_id), saved=1), status_code=303)
+    return await redirect_after(
+        page.send("PUT", f"/auth/policies/{urlpart(policy_id)}", json=body, content=raw),
+        page_url(policy_url(policy_id), saved=1),
+        refused=lambda e: _policy(page, policy_id, typed=typed, error=e.message, status=e.status),
+    )
 
 
-def _confirmation(page: Page, policy_id: str, *, error: str = "", status: int = 200) -> Response:
-    return confirm(
-        page,
+def _removal(policy_id: str) -> Removal:
+    return Removal(
         heading=f"Delete policy {policy_id}",
         text=(
             "This deletes the policy and detaches it from every user and group: what it "
             "allowed stays allowed only where another policy allows it. It cannot be undone."
         ),
-        action=policy_url(policy_id, "delete"),
         button="Delete policy",
+        action=policy_url(policy_id, "delete"),
         cancel_url=policy_url(policy_id),
-        error=error,
-        status=status,
+        api_path=f"/auth/policies/{urlpart(policy_id)}",
+        done_url=page_url(POLICIES_URL, deleted=policy_id),
     )
 
 
 async def confirm_delete(request: Request) -> Response:
     """Ask the person to confirm deleting a policy."""
-    page = await Page.open(request)
-    policy_id = request.path_params["policy"]
-    await page.get(f"/auth/policies/{urlpart(policy_id)}")  # an unknown one shows the API's 404
-    return _confirmation(page, policy_id)
+    return await ask_to_remove(await Page.open(request), _removal(request.path_params["policy"]))
 
 
 async def delete_policy(request: Request) -> Response:
     """Delete a policy; show the API's refusal on the confirmation page."""
-    page = await Page.open(request)
-    await page.form()
-    policy_id = request.path_params["policy"]
-    try:
-        await page.send("DELETE", f"/auth/policies/{urlpart(policy_id)}")
-    except ApiError as refused:
-        return _confirmation(page, policy_id, error=refused.message, status=refused.status)
-    return RedirectResponse(page_url(POLICIES_URL, deleted=policy_id), status_code=303)
+    return await remove(await Page.open(request), _removal(request.path_params["policy"]))
 
 
 _POLICY = POLICIES_URL + "/{policy}"

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import httpx
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Permission, repository_arn
 from mirror.ui.api import ApiError
+from mirror.ui.forms import field
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 from mirror.ui.views.repository import load_repository
@@ -40,11 +40,6 @@ _CHANGED = "The rules changed since this page was read; here they are as they ar
 
 def _api_path(repository: str) -> str:
     return f"/repositories/{urlpart(repository)}/settings/branch_protection"
-
-
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
 
 
 async def _read(page: Page, repository: str) -> tuple[list[str], str] | None:
@@ -105,7 +100,7 @@ async def _change(
     page = await Page.open(request)
     form = await page.form()
     repository = request.path_params["repository"]
-    pattern, etag = _field(form, "pattern"), form.get("etag")
+    pattern, etag = field(form, "pattern"), form.get("etag")
     if not pattern:
         return await _rules_page(page, error="Type a branch name pattern.", status=400)
     found = await _read(page, repository)

@@ -13,9 +13,7 @@ the destination branch; a mirror offers neither.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 
-from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -23,15 +21,20 @@ from starlette.routing import BaseRoute, Route
 from mirror.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.ui.api import ApiError
 from mirror.ui.difftree import DiffListing, load_diff
+from mirror.ui.forms import redirect_after, text
+from mirror.ui.listing import list_page
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
+from mirror.ui.times import minute
 from mirror.ui.views.commits import branch_names, commit_url
-from mirror.ui.views.repository import load_repository, repository_context, repository_url
+from mirror.ui.views.repository import (
+    load_repository,
+    repository_api,
+    repository_context,
+    repository_url,
+)
 
-__all__ = ["PAGE_SIZE", "STATUSES", "pull_url", "routes"]
-
-PAGE_SIZE = 100
-"""Pull requests a page lists (lakeFS's UI asks for 100)."""
+__all__ = ["STATUSES", "pull_url", "routes"]
 
 STATUSES = ("open", "closed")
 """The lists lakeFS's UI offers (``closed`` includes merged pull requests)."""
@@ -45,26 +48,6 @@ def pull_url(repository: str, pull_id: str, **params: str) -> str:
     return page_url(f"{repository_url(repository, _TAB)}/{urlpart(pull_id)}", **params)
 
 
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value if isinstance(value, str) else ""
-
-
-def _api(repository: str, *rest: str) -> str:
-    return "/".join([f"/repositories/{urlpart(repository)}", *rest])
-
-
-def _date(value: object) -> str:
-    """Return an RFC 3339 date of the API (pull requests carry strings) as pages show dates."""
-    if not isinstance(value, str) or not value:
-        return ""
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return value
-    return moment.strftime("%Y-%m-%d %H:%M UTC")
-
-
 async def list_pulls(request: Request) -> Response:
     """List the open or the closed pull requests, 100 a page, newest first."""
     page = await Page.open(request)
@@ -73,10 +56,10 @@ async def list_pulls(request: Request) -> Response:
     status = query.get("status", "open")
     if status not in STATUSES:
         status = "open"
-    after = query.get("after", "")
-    repo, listing = await asyncio.gather(
+    here = repository_url(repository, _TAB)
+    repo, listed = await asyncio.gather(
         load_repository(page, repository),
-        page.get(_api(repository, "pulls"), status=status, after=after, amount=PAGE_SIZE),
+        list_page(page, repository_api(repository, "pulls"), here, status=status),
     )
     writable = not repo.get("read_only", False)
     (can_create,) = (
@@ -84,12 +67,10 @@ async def list_pulls(request: Request) -> Response:
         if writable
         else [False]
     )
-    here = repository_url(repository, _TAB)
     rows = [
-        {**p, "url": pull_url(repository, p["id"]), "created": _date(p["creation_date"])}
-        for p in listing["results"]
+        {**p, "url": pull_url(repository, p["id"]), "created": minute(p["creation_date"])}
+        for p in listed.results
     ]
-    pagination = listing["pagination"]
     return page.render(
         "repository/pulls.html",
         **repository_context(repo, _TAB),
@@ -98,12 +79,8 @@ async def list_pulls(request: Request) -> Response:
         lists=[(s, page_url(here, status=s)) for s in STATUSES],
         can_create=can_create,
         new_url=f"{here}/new",
-        next_url=(
-            page_url(here, status=status, after=pagination["next_offset"])
-            if pagination["has_more"]
-            else ""
-        ),
-        start_url=page_url(here, status=status) if after else "",
+        next_url=listed.next_url,
+        start_url=listed.start_url,
     )
 
 
@@ -149,14 +126,14 @@ async def create_pull(request: Request) -> Response:
     """Open a pull request; show the API's refusal next to the form with what was typed."""
     page = await Page.open(request)
     form = await page.form()
-    new = {name: _field(form, name) for name in _NEW_FIELDS}
+    new = {name: text(form, name) for name in _NEW_FIELDS}
     # browsers send a textarea's lines CRLF-separated; lakeFS's UI sends them as typed
     new["description"] = new["description"].replace("\r\n", "\n")
     new["source_branch"] = new["source_branch"].strip()
     new["destination_branch"] = new["destination_branch"].strip()
     repository = request.path_params["repository"]
     try:
-        made = await page.send("POST", _api(repository, "pulls"), json=new)
+        made = await page.send("POST", repository_api(repository, "pulls"), json=new)
     except ApiError as refused:
         return await _new(page, new, refused.message, refused.status)
     return RedirectResponse(pull_url(repository, made.json()["id"], opened="1"), status_code=303)
@@ -166,7 +143,7 @@ async def _pull(page: Page, *, error: str = "", status: int = 200) -> Response:
     repository, pull_id = page.request.path_params["repository"], page.request.path_params["pull"]
     repo, pull = await asyncio.gather(
         load_repository(page, repository),
-        page.get(_api(repository, "pulls", urlpart(pull_id))),
+        page.get(repository_api(repository, "pulls", urlpart(pull_id))),
     )
     query = page.request.query_params
     source, destination = pull["source_branch"], pull["destination_branch"]
@@ -175,7 +152,7 @@ async def _pull(page: Page, *, error: str = "", status: int = 200) -> Response:
     try:
         diff = await load_diff(
             page,
-            _api(repository, "refs", urlpart(destination), "diff", urlpart(source)),
+            repository_api(repository, "refs", urlpart(destination), "diff", urlpart(source)),
             prefix=query.get("prefix", ""),
             after=query.get("after", ""),
             url=lambda p, a: pull_url(repository, pull_id, prefix=p, after=a),
@@ -200,8 +177,8 @@ async def _pull(page: Page, *, error: str = "", status: int = 200) -> Response:
         status,
         **repository_context(repo, _TAB),
         pull=pull,
-        created=_date(pull["creation_date"]),
-        closed=_date(pull.get("closed_date")),
+        created=minute(pull["creation_date"]),
+        closed=minute(pull.get("closed_date")),
         merged_url=commit_url(repository, merged) if merged else "",
         diff=diff,
         diff_error=diff_error,
@@ -225,11 +202,11 @@ async def merge_pull(request: Request) -> Response:
     page = await Page.open(request)
     await page.form()
     repository, pull_id = request.path_params["repository"], request.path_params["pull"]
-    try:
-        await page.send("PUT", _api(repository, "pulls", urlpart(pull_id), "merge"))
-    except ApiError as refused:
-        return await _pull(page, error=refused.message, status=refused.status)
-    return RedirectResponse(pull_url(repository, pull_id, merged="1"), status_code=303)
+    return await redirect_after(
+        page.send("PUT", repository_api(repository, "pulls", urlpart(pull_id), "merge")),
+        pull_url(repository, pull_id, merged="1"),
+        refused=lambda e: _pull(page, error=e.message, status=e.status),
+    )
 
 
 async def close_pull(request: Request) -> Response:
@@ -237,13 +214,12 @@ async def close_pull(request: Request) -> Response:
     page = await Page.open(request)
     await page.form()
     repository, pull_id = request.path_params["repository"], request.path_params["pull"]
-    try:
-        await page.send(
-            "PATCH", _api(repository, "pulls", urlpart(pull_id)), json={"status": "closed"}
-        )
-    except ApiError as refused:
-        return await _pull(page, error=refused.message, status=refused.status)
-    return RedirectResponse(pull_url(repository, pull_id, closed="1"), status_code=303)
+    closing = {"status": "closed"}
+    return await redirect_after(
+        page.send("PATCH", repository_api(repository, "pulls", urlpart(pull_id)), json=closing),
+        pull_url(repository, pull_id, closed="1"),
+        refused=lambda e: _pull(page, error=e.message, status=e.status),
+    )
 
 
 _PULLS = "/ui/repositories/{repository}/pulls"

@@ -9,48 +9,34 @@ delete, and a person whose policies do not allow creating or deleting sees no su
 
 from __future__ import annotations
 
-from typing import Any
-
-from starlette.datastructures import FormData
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Action, Permission, repository_arn
-from mirror.ui.api import ApiError
+from mirror.ui.forms import field, redirect_after
+from mirror.ui.listing import named_list
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 from mirror.ui.views.repository import load_repository, repository_url
 
-__all__ = ["LIST_PATH", "PAGE_SIZE", "routes"]
+__all__ = ["LIST_PATH", "routes"]
 
 LIST_PATH = "/ui/repositories"
-PAGE_SIZE = 100
-"""Repositories a page lists (lakeFS's UI asks for 100)."""
 
 _NEW_FIELDS = ("name", "storage_namespace", "default_branch")
-
-
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
 
 
 async def _listing(
     page: Page, *, new: dict[str, str] | None = None, error: str = "", status: int = 200
 ) -> Response:
-    query = page.request.query_params
-    search = query.get("search", "")
-    after = query.get("after", "")
-    listing: dict[str, Any] = await page.get(
-        "/repositories", prefix=search, after=after, amount=PAGE_SIZE
-    )
-    repos: list[dict[str, Any]] = listing["results"]
-    allowed = await page.allowed(
-        [
-            Permission(Action.CREATE_REPOSITORY, repository_arn("*")),
-            *(Permission(Action.DELETE_REPOSITORY, repository_arn(r["id"])) for r in repos),
-        ]
+    listed = await named_list(
+        page,
+        "/repositories",
+        LIST_PATH,
+        create=Permission(Action.CREATE_REPOSITORY, repository_arn("*")),
+        delete=lambda repo: Permission(Action.DELETE_REPOSITORY, repository_arn(repo["id"])),
+        search="search",
     )
     rows = [
         {
@@ -59,26 +45,15 @@ async def _listing(
             "delete_url": f"{repository_url(r['id'])}/delete",
             "can_delete": may and not r.get("read_only", False),
         }
-        for r, may in zip(repos, allowed[1:], strict=True)
+        for r, may in listed.entries
     ]
-    pagination = listing["pagination"]
-    next_url = (
-        page_url(LIST_PATH, search=search, after=pagination["next_offset"])
-        if pagination["has_more"]
-        else ""
-    )
     return page.render(
         "repositories.html",
         status,
+        **listed.context,
         rows=rows,
-        search=search,
-        after=after,
-        next_url=next_url,
-        start_url=page_url(LIST_PATH, search=search) if after else "",
-        can_create=allowed[0],
         new=new or dict.fromkeys(_NEW_FIELDS, ""),
         error=error,
-        deleted=query.get("deleted", ""),
     )
 
 
@@ -91,15 +66,15 @@ async def create_repository(request: Request) -> Response:
     """Create a repository; show the API's refusal next to the form."""
     page = await Page.open(request)
     form = await page.form()
-    new = {name: _field(form, name) for name in _NEW_FIELDS}
+    new = {name: field(form, name) for name in _NEW_FIELDS}
     body = {"name": new["name"], "storage_namespace": new["storage_namespace"]}
     if new["default_branch"]:
         body["default_branch"] = new["default_branch"]
-    try:
-        await page.send("POST", "/repositories", json=body)
-    except ApiError as refused:
-        return await _listing(page, new=new, error=refused.message, status=refused.status)
-    return RedirectResponse(repository_url(new["name"]), status_code=303)
+    return await redirect_after(
+        page.send("POST", "/repositories", json=body),
+        repository_url(new["name"]),
+        refused=lambda e: _listing(page, new=new, error=e.message, status=e.status),
+    )
 
 
 async def _confirmation(
@@ -126,18 +101,18 @@ async def delete_repository(request: Request) -> Response:
     page = await Page.open(request)
     form = await page.form()
     repository = request.path_params["repository"]
-    if _field(form, "confirm") != repository:
+    if field(form, "confirm") != repository:
         return await _confirmation(
             page,
             repository,
             error="The name typed does not match the repository's name; nothing was deleted.",
             status=400,
         )
-    try:
-        await page.send("DELETE", f"/repositories/{urlpart(repository)}")
-    except ApiError as refused:
-        return await _confirmation(page, repository, error=refused.message, status=refused.status)
-    return RedirectResponse(page_url(LIST_PATH, deleted=repository), status_code=303)
+    return await redirect_after(
+        page.send("DELETE", f"/repositories/{urlpart(repository)}"),
+        page_url(LIST_PATH, deleted=repository),
+        refused=lambda e: _confirmation(page, repository, error=e.message, status=e.status),
+    )
 
 
 routes: list[BaseRoute] = [

@@ -18,7 +18,15 @@ from mirror.ui.mirroring import known_mirrors
 from mirror.ui.page import Page
 from mirror.ui.render import urlpart
 
-__all__ = ["TABS", "Tab", "load_repository", "repository_context", "repository_url", "routes"]
+__all__ = [
+    "TABS",
+    "Tab",
+    "load_repository",
+    "repository_api",
+    "repository_context",
+    "repository_url",
+    "routes",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +61,11 @@ def repository_url(repository: str, tab: str | None = None) -> str:
     return f"{base}/{tab}" if tab else base
 
 
+def repository_api(repository: str, *rest: str) -> str:
+    """Return the API path of a repository, or of one of its parts (``rest``: encoded segments)."""
+    return "/".join([f"/repositories/{urlpart(repository)}", *rest])
+
+
 async def load_repository(page: Page, repository: str) -> dict[str, Any]:
     """Return the repository as ``GET /api/v1/repositories/{repository}`` answers it.
 
@@ -62,7 +75,7 @@ async def load_repository(page: Page, repository: str) -> dict[str, Any]:
     Raises:
         ApiError: not found, or not readable by the person (the page shows the API's message).
     """
-    found: dict[str, Any] = await page.get(f"/repositories/{urlpart(repository)}")
+    found: dict[str, Any] = await page.get(repository_api(repository))
     found["ui_mirrors"] = await known_mirrors(page, found)
     return found
 

@@ -10,44 +10,28 @@ A mirror, or a person without the permission, gets no create or delete control.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from starlette.datastructures import FormData
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Action, Permission, tag_arn
-from mirror.ui.api import ApiError
+from mirror.ui.forms import field, redirect_after
+from mirror.ui.listing import named_list
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
-from mirror.ui.views.commits import commit_url
-from mirror.ui.views.repository import load_repository, repository_context, repository_url
+from mirror.ui.views.commits import commit_url, find_commits
+from mirror.ui.views.repository import (
+    load_repository,
+    repository_api,
+    repository_context,
+    repository_url,
+)
 
-__all__ = ["PAGE_SIZE", "routes"]
-
-PAGE_SIZE = 100
-"""Tags a page lists (lakeFS's UI asks for 100)."""
+__all__ = ["routes"]
 
 _TAB = "tags"
-
-
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
-
-
-def _api(repository: str, *rest: str) -> str:
-    return "/".join([f"/repositories/{urlpart(repository)}", *rest])
-
-
-async def _commit(page: Page, repository: str, commit_id: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = await page.get(_api(repository, "commits", urlpart(commit_id)))
-    except ApiError:
-        return None  # the row still shows the commit ID
-    return found
 
 
 async def _tags(
@@ -55,27 +39,16 @@ async def _tags(
 ) -> Response:
     repository = page.request.path_params["repository"]
     repo = await load_repository(page, repository)
-    query = page.request.query_params
-    prefix, after = query.get("prefix", ""), query.get("after", "")
-    listing: dict[str, Any] = await page.get(
-        _api(repository, "tags"), prefix=prefix, after=after, amount=PAGE_SIZE
-    )
-    tags: list[dict[str, Any]] = listing["results"]
-    commit_ids = sorted({t["commit_id"] for t in tags})
-    found = await asyncio.gather(*(_commit(page, repository, c) for c in commit_ids))
-    commits = dict(zip(commit_ids, found, strict=True))
-    writable = not repo.get("read_only", False)
-    allowed = (
-        await page.allowed(
-            [
-                Permission(Action.CREATE_TAG, tag_arn(repository, "*")),
-                *(Permission(Action.DELETE_TAG, tag_arn(repository, t["id"])) for t in tags),
-            ]
-        )
-        if writable
-        else [False] * (len(tags) + 1)
-    )
     here = repository_url(repository, _TAB)
+    listed = await named_list(
+        page,
+        repository_api(repository, "tags"),
+        here,
+        create=Permission(Action.CREATE_TAG, tag_arn(repository, "*")),
+        delete=lambda tag: Permission(Action.DELETE_TAG, tag_arn(repository, tag["id"])),
+        writable=not repo.get("read_only", False),
+    )
+    commits = await find_commits(page, repository, (t["commit_id"] for t, _ in listed.entries))
     rows = [
         {
             "id": tag["id"],
@@ -83,29 +56,19 @@ async def _tags(
             "commit": commits.get(tag["commit_id"]),
             "commit_url": commit_url(repository, tag["commit_id"]),
             "delete_url": page_url(f"{here}/delete", tag=tag["id"]),
-            "can_delete": writable and may_delete,
+            "can_delete": may_delete,
         }
-        for tag, may_delete in zip(tags, allowed[1:], strict=True)
+        for tag, may_delete in listed.entries
     ]
-    pagination = listing["pagination"]
     return page.render(
         "repository/tags.html",
         status,
         **repository_context(repo, _TAB),
+        **listed.context,
         rows=rows,
         tab_url=here,
-        prefix=prefix,
-        next_url=(
-            page_url(here, prefix=prefix, after=pagination["next_offset"])
-            if pagination["has_more"]
-            else ""
-        ),
-        start_url=page_url(here, prefix=prefix) if after else "",
-        can_create=writable and allowed[0],
         new=new or {"id": "", "ref": repo["default_branch"]},
         error=error,
-        created=query.get("created", ""),
-        deleted=query.get("deleted", ""),
     )
 
 
@@ -119,13 +82,11 @@ async def create_tag(request: Request) -> Response:
     page = await Page.open(request)
     form = await page.form()
     repository = request.path_params["repository"]
-    new = {"id": _field(form, "id"), "ref": _field(form, "ref")}
-    try:
-        await page.send("POST", _api(repository, "tags"), json=new)
-    except ApiError as refused:
-        return await _tags(page, new=new, error=refused.message, status=refused.status)
-    return RedirectResponse(
-        page_url(repository_url(repository, _TAB), created=new["id"]), status_code=303
+    new = {"id": field(form, "id"), "ref": field(form, "ref")}
+    return await redirect_after(
+        page.send("POST", repository_api(repository, "tags"), json=new),
+        page_url(repository_url(repository, _TAB), created=new["id"]),
+        refused=lambda e: _tags(page, new=new, error=e.message, status=e.status),
     )
 
 
@@ -133,7 +94,7 @@ async def _confirmation(
     page: Page, repository: str, tag: str, *, error: str = "", status: int = 200
 ) -> Response:
     repo = await load_repository(page, repository)
-    found: dict[str, Any] = await page.get(_api(repository, "tags", urlpart(tag)))
+    found: dict[str, Any] = await page.get(repository_api(repository, "tags", urlpart(tag)))
     here = repository_url(repository, _TAB)
     return page.render(
         "repository/tag_delete.html",
@@ -158,15 +119,11 @@ async def delete_tag(request: Request) -> Response:
     """Delete a tag; show the API's refusal on the confirmation page."""
     page = await Page.open(request)
     form = await page.form()
-    repository, tag = request.path_params["repository"], _field(form, "tag")
-    try:
-        await page.send("DELETE", _api(repository, "tags", urlpart(tag)))
-    except ApiError as refused:
-        return await _confirmation(
-            page, repository, tag, error=refused.message, status=refused.status
-        )
-    return RedirectResponse(
-        page_url(repository_url(repository, _TAB), deleted=tag), status_code=303
+    repository, tag = request.path_params["repository"], field(form, "tag")
+    return await redirect_after(
+        page.send("DELETE", repository_api(repository, "tags", urlpart(tag))),
+        page_url(repository_url(repository, _TAB), deleted=tag),
+        refused=lambda e: _confirmation(page, repository, tag, error=e.message, status=e.status),
     )
 
 

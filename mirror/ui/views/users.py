@@ -15,15 +15,16 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from mirror.auth.permissions import Action, Permission, user_arn
-from mirror.ui.api import ApiError
 from mirror.ui.auth_pages import (
     CREDENTIALS_URL,
     USERS_URL,
-    confirm,
-    field,
-    list_page,
+    Removal,
+    ask_to_remove,
+    remove,
     user_url,
 )
+from mirror.ui.forms import field, redirect_after
+from mirror.ui.listing import named_list
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
 
@@ -35,14 +36,12 @@ _FIELDS = ("id", "email")
 async def _listing(
     page: Page, *, new: dict[str, str] | None = None, error: str = "", status: int = 200
 ) -> Response:
-    query = page.request.query_params
-    prefix = query.get("prefix", "")
-    listed = await list_page(page, "/auth/users", USERS_URL, prefix=prefix)
-    allowed = await page.allowed(
-        [
-            Permission(Action.CREATE_USER, user_arn("*")),
-            *(Permission(Action.DELETE_USER, user_arn(u["id"])) for u in listed.results),
-        ]
+    listed = await named_list(
+        page,
+        "/auth/users",
+        USERS_URL,
+        create=Permission(Action.CREATE_USER, user_arn("*")),
+        delete=lambda user: Permission(Action.DELETE_USER, user_arn(user["id"])),
     )
     rows = [
         {
@@ -53,20 +52,16 @@ async def _listing(
             "delete_url": user_url(user["id"], "delete"),
             "can_delete": may and user["id"] != page.session.user_id,
         }
-        for user, may in zip(listed.results, allowed[1:], strict=True)
+        for user, may in listed.entries
     ]
     return page.render(
         "auth/users.html",
         status,
+        **listed.context,
         auth_tab="users",
         rows=rows,
-        prefix=prefix,
-        next_url=listed.next_url,
-        start_url=listed.start_url,
-        can_create=allowed[0],
         new=new or dict.fromkeys(_FIELDS, ""),
         error=error,
-        deleted=query.get("deleted", ""),
     )
 
 
@@ -83,47 +78,36 @@ async def create_user(request: Request) -> Response:
     body = {"id": new["id"]}
     if new["email"]:
         body["email"] = new["email"]
-    try:
-        await page.send("POST", "/auth/users", json=body)
-    except ApiError as refused:
-        return await _listing(page, new=new, error=refused.message, status=refused.status)
-    return RedirectResponse(page_url(user_url(new["id"], "groups"), created=1), status_code=303)
+    return await redirect_after(
+        page.send("POST", "/auth/users", json=body),
+        page_url(user_url(new["id"], "groups"), created=1),
+        refused=lambda e: _listing(page, new=new, error=e.message, status=e.status),
+    )
 
 
-def _confirmation(page: Page, user_id: str, *, error: str = "", status: int = 200) -> Response:
-    return confirm(
-        page,
+def _removal(user_id: str) -> Removal:
+    return Removal(
         heading=f"Delete user {user_id}",
         text=(
             "This deletes the user with its access keys, group memberships and attached "
             "policies. Anything signed in with its keys stops working. It cannot be undone."
         ),
-        action=user_url(user_id, "delete"),
         button="Delete user",
+        action=user_url(user_id, "delete"),
         cancel_url=user_url(user_id, "groups"),
-        error=error,
-        status=status,
+        api_path=f"/auth/users/{urlpart(user_id)}",
+        done_url=page_url(USERS_URL, deleted=user_id),
     )
 
 
 async def confirm_delete(request: Request) -> Response:
     """Ask the person to confirm deleting a user."""
-    page = await Page.open(request)
-    user_id = request.path_params["user"]
-    await page.get(f"/auth/users/{urlpart(user_id)}")  # an unknown user shows the API's 404
-    return _confirmation(page, user_id)
+    return await ask_to_remove(await Page.open(request), _removal(request.path_params["user"]))
 
 
 async def delete_user(request: Request) -> Response:
     """Delete a user; show the API's refusal on the confirmation page."""
-    page = await Page.open(request)
-    await page.form()
-    user_id = request.path_params["user"]
-    try:
-        await page.send("DELETE", f"/auth/users/{urlpart(user_id)}")
-    except ApiError as refused:
-        return _confirmation(page, user_id, error=refused.message, status=refused.status)
-    return RedirectResponse(page_url(USERS_URL, deleted=user_id), status_code=303)
+    return await remove(await Page.open(request), _removal(request.path_params["user"]))
 
 
 async def auth_home(request: Request) -> Response:
