@@ -4,7 +4,7 @@ The import form (:mod:`mirror.ui.views.imports`) sends the browser here
 (``/ui/repositories/<r>/imports/<id>?branch=<b>``). The page reads ``GET
 /api/v1/repositories/{r}/branches/{b}/import?id=``: while the import runs it shows how many
 objects it has ingested and when it last reported, and follows it as lakeFS's UI does, every
-:data:`REFRESH_SECONDS` seconds (``import.js`` asks for the page again and puts the new status in
+:data:`REFRESH_SECONDS` seconds (``follow.js`` asks for the page again and puts the new status in
 place; without script a ``<noscript>`` meta refresh reloads it). Once done it links the
 import's commit; a failed or canceled import shows the API's ``error.message``. **Cancel**
 (``DELETE …/import?id=``, for those whose policies allow ``fs:ImportCancel`` on the branch)

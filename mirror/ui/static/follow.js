@@ -1,9 +1,11 @@
-// An import's page: while the import runs, ask for the page again every few seconds (as
-// lakeFS's UI polls an import every 3 s) and put its fresh status in place, until it has ended.
-// Without script, a <noscript> meta refresh reloads the whole page instead.
+// A page following a task that runs on the server (an import, an asynchronous merge): while its
+// section marked data-running="true" says the task runs, ask for the page again every
+// data-refresh seconds (lakeFS's UI polls an import every 3 s) and put the section's fresh
+// content in place, until the task has ended. Without script, a <noscript> meta refresh reloads
+// the whole page instead.
 "use strict";
 
-function followImport(section) {
+function follow(section) {
   const every = 1000 * (Number(section.dataset.refresh) || 3);
   const again = () => window.setTimeout(check, every);
   async function check() {
@@ -19,9 +21,9 @@ function followImport(section) {
       return;
     }
     const page = new DOMParser().parseFromString(await response.text(), "text/html");
-    const fresh = page.getElementById("import-status");
+    const fresh = page.getElementById(section.id);
     if (!fresh) {
-      // signed out, or the import is gone: let the browser show whatever the page is now
+      // signed out, or the task is gone: let the browser show whatever the page is now
       window.location.reload();
       return;
     }
@@ -37,8 +39,5 @@ function followImport(section) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  const section = document.getElementById("import-status");
-  if (section && section.dataset.running === "true") {
-    followImport(section);
-  }
+  document.querySelectorAll("[data-running='true'][data-refresh][id]").forEach(follow);
 });
