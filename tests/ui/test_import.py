@@ -6,13 +6,16 @@ progress page can be seen running (followed by script, or by a meta refresh with
 import can be canceled. What the import did is checked through the REST API; a commit message
 and metadata holding markup show as text (the ``page`` fixture fails a test on any dialog or
 content security policy violation). Readers, writers (lakeFS's Writers may not import from
-storage) and mirrors get no import.
+storage) and mirrors get no import. Offering it costs an Objects page no call of its own: its
+permissions go with the page's, and the server's ``/config`` is read once per process (counted
+with the server's request metrics, which count the UI's in-process API calls too).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,3 +297,39 @@ def test_a_mirror_takes_no_import(
     expect(page.locator("#import-refused")).to_contain_text("A mirror takes no import")
     expect(page.locator("main form[method=post]")).to_have_count(0)
     assert_accessible(page)
+
+
+def _api_calls(server: Server) -> Counter[tuple[str, str]]:
+    """Return the API's requests answered so far, by method and route (``GET /metrics``)."""
+    counted: Counter[tuple[str, str]] = Counter()
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30.0)
+    metric = re.compile(r"^lakemirror_http_requests_total\{(.*)\} ([0-9.e+]+)$")
+    for line in _ok(metrics).text.splitlines():
+        if found := metric.match(line):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', found.group(1)))
+            counted[labels["method"], labels["route"]] += int(float(found.group(2)))
+    return counted
+
+
+def test_the_import_offer_costs_the_objects_page_no_call_of_its_own(
+    server: Server, repo: Repo
+) -> None:
+    keys = {"access_key_id": server.access_key_id, "secret_access_key": server.secret_access_key}
+    with httpx.Client(base_url=server.url, timeout=30.0) as browser:
+        _ok(browser.post("/api/v1/auth/login", json=keys))
+        _ok(browser.get(repo.objects_url("main")))  # /config may be read here, once
+        for _ in range(2):
+            before = _api_calls(server)
+            objects = _ok(browser.get(repo.objects_url("main")))
+            calls = _api_calls(server) - before
+            assert "Import from storage" in objects.text
+            assert calls["POST", "/api/v1/user/permissions"] == 1, calls
+            assert calls["GET", "/api/v1/config"] == 0, calls
+        # a repository's URL checks the session and sends the browser on: no permission asked
+        before = _api_calls(server)
+        home = browser.get(f"/ui/repositories/{repo.name}")
+        calls = _api_calls(server) - before
+        assert home.status_code == 302, home.text
+        assert home.headers["location"] == f"/ui/repositories/{repo.name}/objects"
+        assert calls["GET", "/api/v1/user"] == 1, calls
+        assert calls["POST", "/api/v1/user/permissions"] == 0, calls

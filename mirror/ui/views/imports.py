@@ -10,8 +10,9 @@ unknown branch) shows next to the form with what was typed.
 
 The import is offered (:func:`import_offer`; the Objects tab links to it on a branch) only when
 the server imports (``GET /api/v1/config`` → ``storage_config.import_support``, as lakeFS's UI
-decides), the repository is not a mirror, and the person's policies allow it: reading storage
-(``fs:ImportFromStorage``), writing objects and committing to the branch.
+decides; read once per process), the repository is not a mirror, and the person's policies allow
+it: reading storage (``fs:ImportFromStorage``), writing objects and committing to the branch,
+asked with the Objects page's own permissions.
 """
 
 from __future__ import annotations
@@ -34,7 +35,15 @@ from mirror.ui.views.commits import branch_names
 from mirror.ui.views.import_status import import_status_url
 from mirror.ui.views.repository import load_repository, repository_context, repository_url
 
-__all__ = ["ADD_SOURCE", "IMPORT_FROM_STORAGE", "SOURCE_TYPES", "import_offer", "routes"]
+__all__ = [
+    "ADD_SOURCE",
+    "IMPORT_FROM_STORAGE",
+    "SOURCE_TYPES",
+    "ImportOffer",
+    "import_offer",
+    "import_permissions",
+    "routes",
+]
 
 IMPORT_FROM_STORAGE = "fs:ImportFromStorage"
 """lakeFS's action for reading a storage location to import it."""
@@ -74,38 +83,68 @@ def import_url(repository: str, branch: str, prefix: str = "") -> str:
     return page_url(f"{repository_url(repository)}/import", ref=branch, path=prefix)
 
 
-async def _storage(page: Page) -> dict[str, Any]:
-    """Return the server's storage configuration (``GET /config``'s ``storage_config``)."""
-    config: dict[str, Any] = await page.get("/config")
-    storage: dict[str, Any] = config.get("storage_config") or {}
-    return storage
+def import_permissions(repository: str, branch: str) -> list[Permission]:
+    """Return what an import into ``branch`` needs: reading storage, writing objects, committing."""
+    return [
+        Permission(IMPORT_FROM_STORAGE, namespace_arn("*")),
+        Permission(Action.WRITE_OBJECT, object_arn(repository, "*")),
+        Permission(Action.CREATE_COMMIT, branch_arn(repository, branch)),
+    ]
 
 
-async def _why_not(page: Page, repo: dict[str, Any], branch: str, storage: dict[str, Any]) -> str:
-    """Return why ``branch`` cannot take an import from this person here, or ``""``."""
+def _refusal(repo: dict[str, Any], storage: dict[str, Any], allowed: list[bool] | None) -> str:
+    """Return why an import is not offered here (``allowed``: :func:`import_permissions`'s)."""
     if repo.get("read_only", False):
         return "A mirror takes no import: it changes only as its source's commits arrive."
     if not storage.get("import_support"):
         return "This server does not import from storage."
-    repository = repo["id"]
-    allowed = await page.allowed(
-        [
-            Permission(IMPORT_FROM_STORAGE, namespace_arn("*")),
-            Permission(Action.WRITE_OBJECT, object_arn(repository, "*")),
-            Permission(Action.CREATE_COMMIT, branch_arn(repository, branch)),
-        ]
-    )
-    if not all(allowed):
+    if allowed is None or not all(allowed):
         return "Your policies do not allow importing into this branch."
     return ""
 
 
-async def import_offer(page: Page, repo: dict[str, Any], branch: str, prefix: str = "") -> str:
-    """Return the import form's path for ``branch`` if it is offered to this person, else ``""``."""
+async def _why_not(page: Page, repo: dict[str, Any], branch: str, storage: dict[str, Any]) -> str:
+    """Return why ``branch`` cannot take an import from this person here, or ``""``."""
+    if repo.get("read_only", False) or not storage.get("import_support"):
+        return _refusal(repo, storage, None)
+    allowed = await page.allowed(import_permissions(repo["id"], branch))
+    return _refusal(repo, storage, allowed)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOffer:
+    """Whether a page links to the import form: the permissions to ask with the page's own.
+
+    Made by :func:`import_offer`; the page asks :attr:`permissions` in its own
+    ``page.allowed`` call (one call for the page) and hands the answers to :meth:`url`.
+    """
+
+    repo: dict[str, Any]
+    branch: str
+    prefix: str
+    storage: dict[str, Any]
+    permissions: list[Permission]
+
+    def url(self, allowed: list[bool]) -> str:
+        """Return the import form's path if offered, given the answers to :attr:`permissions`."""
+        if not self.permissions or _refusal(self.repo, self.storage, allowed):
+            return ""
+        return import_url(self.repo["id"], self.branch, self.prefix)
+
+
+async def import_offer(
+    page: Page, repo: dict[str, Any], branch: str, prefix: str = ""
+) -> ImportOffer:
+    """Return the import offer of ``branch``: no permission to ask when none could be offered.
+
+    The server's storage configuration comes from ``GET /config`` read once per process
+    (:class:`~mirror.ui.server_config.ServerConfig`); a mirror asks nothing at all.
+    """
     if repo.get("read_only", False):
-        return ""  # no need to ask the server anything
-    refused = await _why_not(page, repo, branch, await _storage(page))
-    return "" if refused else import_url(repo["id"], branch, prefix)
+        return ImportOffer(repo, branch, prefix, {}, [])
+    storage = await page.storage_config()
+    asked = import_permissions(repo["id"], branch) if storage.get("import_support") else []
+    return ImportOffer(repo, branch, prefix, storage, asked)
 
 
 def _sources_from(form: FormData) -> list[SourceRow]:
@@ -128,7 +167,7 @@ async def _form_page(
 ) -> Response:
     repository = page.request.path_params["repository"]
     repo = repo or await load_repository(page, repository)
-    storage = await _storage(page)
+    storage = await page.storage_config()
     refused = await _why_not(page, repo, form.branch, storage)
     return page.render(
         "repository/import.html",

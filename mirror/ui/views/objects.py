@@ -186,21 +186,22 @@ async def objects_page(
     rows = _rows(repository, ref, prefix, listing["results"])
     writable = shown.is_branch and not repo.get("read_only", False)
     files = [r for r in rows if not r["folder"]]
-    can_upload = False
+    can_upload, import_url = False, ""
     if writable:
-        allowed = await page.allowed(
-            [
-                Permission(Action.WRITE_OBJECT, object_arn(repository, f"{prefix}*")),
-                *(
-                    Permission(Action.DELETE_OBJECT, object_arn(repository, r["path"]))
-                    for r in files
-                ),
-            ]
-        )
+        # the upload's, each row's delete and the import offer's permissions, with the header's:
+        # one call (the import offer's /config is read once per process)
+        offer = await import_offer(page, repo, ref, prefix)
+        ours = [
+            Permission(Action.WRITE_OBJECT, object_arn(repository, f"{prefix}*")),
+            *(Permission(Action.DELETE_OBJECT, object_arn(repository, r["path"])) for r in files),
+        ]
+        allowed = await page.allowed([*ours, *offer.permissions])
         can_upload = allowed[0]
-        for row, may_delete in zip(files, allowed[1:], strict=True):
+        for row, may_delete in zip(files, allowed[1 : len(ours)], strict=True):
             row["can_delete"] = may_delete
-    import_url = await import_offer(page, repo, ref, prefix) if writable else ""
+        import_url = offer.url(allowed[len(ours) :])
+    else:
+        await page.allowed([])  # the header's links, when the page was opened without them
     pagination = listing["pagination"]
     return page.render(
         "repository/objects.html",
@@ -233,7 +234,7 @@ async def objects_page(
 
 async def list_objects(request: Request) -> Response:
     """List one page of a folder at a ref: ``ref``, ``path`` (the folder) and ``after``."""
-    return await objects_page(await Page.open(request))
+    return await objects_page(await Page.open(request, header_later=True))
 
 
 async def stat_object(page: Page, repository: str, ref: str, path: str) -> dict[str, Any]:

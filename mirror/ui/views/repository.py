@@ -97,8 +97,9 @@ def repository_context(repo: dict[str, Any], tab: str) -> dict[str, Any]:
 
 
 async def repository_home(request: Request) -> Response:
-    """Open a repository on its default tab."""
-    await Page.open(request)
+    """Open a repository on its default tab (once signed in: nothing else is asked here)."""
+    # only the session is checked; the tab the browser goes to asks for the header's links
+    await Page.open(request, header_later=True)
     repository = request.path_params["repository"]
     return RedirectResponse(repository_url(repository, DEFAULT_TAB), status_code=302)
 
