@@ -2,10 +2,11 @@
 
 The UI lives under ``/ui/``: no repository, and so no path-style S3 bucket, can be called ``ui``
 (names have at least 3 characters). A browser's ``GET /`` and lakeFS's sign-in path
-``GET /auth/login`` (where ``GET /logout`` sends the browser) are the UI's too. Everything else,
-and every lifespan event, reaches the API unchanged. S3 requests never get here: the gateway's
-dispatch, outside this one, takes signed and virtual-host requests first, so a signed ``GET /`` is
-still S3's ``ListBuckets``.
+``GET /auth/login`` (where ``GET /logout`` sends the browser) are the UI's too, unless they carry
+an AWS signature: an S3 client is never redirected into the UI. Everything else, and every
+lifespan event, reaches the API unchanged. With the gateway on, S3 requests never get here: the
+gateway's dispatch, outside this one, takes signed and virtual-host requests first, so a signed
+``GET /`` is still S3's ``ListBuckets``; with it off, they get the API's answer.
 """
 
 from __future__ import annotations
@@ -22,12 +23,21 @@ _ENTRY_PATHS = ("/", "/auth/login")
 """Paths outside the prefix a browser opens (``GET`` or ``HEAD``) that lead into the UI."""
 
 
+def _signed(scope: Scope) -> bool:
+    """Return whether a request carries an AWS signature (a header, or a presigned URL's)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization" and value.startswith(b"AWS"):
+            return True
+    query: bytes = scope.get("query_string", b"")
+    return b"X-Amz-Signature=" in query or b"Signature=" in query
+
+
 def is_ui_request(scope: Scope) -> bool:
     """Return whether an HTTP request is the UI's."""
     path: str = scope.get("path", "")
     if path == UI_PREFIX or path.startswith(UI_PREFIX + "/"):
         return True
-    return path in _ENTRY_PATHS and scope.get("method") in ("GET", "HEAD")
+    return path in _ENTRY_PATHS and scope.get("method") in ("GET", "HEAD") and not _signed(scope)
 
 
 class UIDispatch:

@@ -243,3 +243,22 @@ async def test_a_change_needs_the_sessions_token_in_the_form_or_the_header(
 )
 def test_which_requests_are_the_uis(method: str, path: str, ui: bool) -> None:
     assert is_ui_request({"type": "http", "method": method, "path": path}) is ui
+
+
+@pytest.mark.parametrize(
+    ("headers", "query"),
+    [
+        ([(b"authorization", b"AWS4-HMAC-SHA256 Credential=AKIA/x, Signature=00")], b""),
+        ([(b"authorization", b"AWS AKIA:c2ln")], b""),
+        ([], b"X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=00"),
+        ([], b"AWSAccessKeyId=AKIA&Expires=1&Signature=c2ln"),
+    ],
+)
+def test_an_s3_client_is_never_sent_into_the_ui(
+    headers: list[tuple[bytes, bytes]], query: bytes
+) -> None:
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": headers}
+    assert is_ui_request({**scope, "query_string": query}) is False
+    # a browser's session reaches the UI
+    browser = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", b"x=1")]}
+    assert is_ui_request(browser) is True
