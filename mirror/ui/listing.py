@@ -10,7 +10,7 @@ the API would allow it (:func:`named_list`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mirror.auth.permissions import Permission
@@ -76,10 +76,13 @@ class NamedList:
         context: What every such list's template shows: the search (under its query name),
             ``next_url``, ``start_url``, ``can_create``, and the ``created`` and ``deleted``
             notices the query carries.
+        also: Whether the person holds ``named_list``'s ``also`` permission on each entry, in
+            order (empty without ``also``).
     """
 
     entries: list[tuple[dict[str, Any], bool]]
     context: dict[str, Any]
+    also: list[bool] = field(default_factory=list)
 
 
 async def named_list(
@@ -91,6 +94,7 @@ async def named_list(
     delete: Callable[[dict[str, Any]], Permission],
     search: str = "prefix",
     writable: bool = True,
+    also: Callable[[dict[str, Any]], Permission] | None = None,
 ) -> NamedList:
     """Return the page of named things the request's search and ``after`` name.
 
@@ -102,15 +106,19 @@ async def named_list(
         delete: The permission deleting a listed thing needs.
         search: The query parameter holding the searched prefix (kept in the paging links).
         writable: False for a mirror's list: nothing is offered to create or delete.
+        also: Another permission each entry's row needs for a control of its own (resetting a
+            branch), asked in the same call.
     """
     query = page.request.query_params
     prefix = query.get(search, "")
     listed = await list_page(page, api_path, here, keep={search: prefix}, prefix=prefix)
-    can_create, may_delete = await may_add_and_remove(
-        page, create, (delete(entry) for entry in listed.results), writable=writable
-    )
+    asked = [delete(entry) for entry in listed.results]
+    if also is not None:
+        asked += [also(entry) for entry in listed.results]
+    can_create, allowed = await may_add_and_remove(page, create, asked, writable=writable)
+    count = len(listed.results)
     return NamedList(
-        list(zip(listed.results, may_delete, strict=True)),
+        list(zip(listed.results, allowed[:count], strict=True)),
         {
             search: prefix,
             "next_url": listed.next_url,
@@ -119,4 +127,5 @@ async def named_list(
             "created": query.get("created", ""),
             "deleted": query.get("deleted", ""),
         },
+        allowed[count:],
     )

@@ -1,15 +1,18 @@
-"""A repository's Branches tab in a real browser: list, page, create, delete, protection.
+"""A repository's Branches tab in a real browser: list, page, create, delete, reset, protection.
 
 The module's repository has a branch whose head commit message holds markup that would run
 script if the page did not escape it; the page must show it as text, open no dialog and break no
 content security policy (the ``page`` fixture fails the test otherwise). Readers and mirrors get
-no write control.
+no write control. The tab is also used with the keyboard alone, from signing in to confirming a
+deletion, every link and button it passes showing where the focus is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -206,10 +209,16 @@ def test_a_reader_sees_no_write_controls(
     assert _rows(page) == sorted(_rows(page)) and "main" in _rows(page)
     expect(page.get_by_text("Create branch")).to_have_count(0)
     expect(page.get_by_role("link", name="Delete")).to_have_count(0)
+    expect(page.get_by_role("link", name="Reset")).to_have_count(0)
     # readers may not read protection rules: the page says so instead of showing none
     expect(page.get_by_text("Branch protection is not shown")).to_be_visible()
     expect(page.locator(".message").first).to_be_visible()
     assert_accessible(page)
+    # the reset page, opened anyway, offers nothing
+    page.goto(f"{server.url}{shop.url}/hostile/reset?ref=main")
+    expect(page.get_by_text("Your policies do not allow resetting this branch.")).to_be_visible()
+    expect(page.get_by_role("button", name="Reset branch")).to_have_count(0)
+    expect(page.get_by_label("Reset to")).to_have_count(0)
 
 
 def test_a_mirror_is_marked_and_shows_no_write_controls(
@@ -231,6 +240,196 @@ def test_a_mirror_is_marked_and_shows_no_write_controls(
     assert _rows(page) == ["main"]
     expect(page.get_by_text("Create branch")).to_have_count(0)
     expect(page.get_by_role("link", name="Delete")).to_have_count(0)
+    expect(page.get_by_role("link", name="Reset")).to_have_count(0)
     assert_accessible(page)
     fits_phone(page)
     screenshot(page, "mirror-branches")
+    page.goto(f"{server.url}/ui/repositories/{name}/branches/main/reset?ref=main")
+    expect(page.get_by_text("none can be reset")).to_be_visible()
+    expect(page.get_by_role("button", name="Reset branch")).to_have_count(0)
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """A repository whose main has two commits after its first, main~1's message hostile."""
+
+    name: str
+    main: list[str]
+    """main's commits, newest first."""
+
+    def url(self, branch: str = "") -> str:
+        base = f"/ui/repositories/{self.name}/branches"
+        return f"{base}/{branch}/reset" if branch else base
+
+
+@pytest.fixture(scope="module")
+def rewind(admin: httpx.Client) -> Iterator[Rewind]:
+    name = unique("rewind")
+    _ok(admin.post("/repositories", json={"name": name, "storage_namespace": f"local://{name}"}))
+    main = f"/repositories/{name}/branches/main"
+    for path, message in (("a", MESSAGE), ("b", "second")):
+        _ok(admin.post(f"{main}/objects", params={"path": path}, content=b"x"))
+        _ok(admin.post(f"{main}/commits", json={"message": message}))
+    log = _ok(admin.get(f"/repositories/{name}/refs/main/commits")).json()["results"]
+    yield Rewind(name, [c["id"] for c in log])
+
+
+def _head(admin: httpx.Client, repository: str, branch: str) -> str:
+    head: str = _ok(admin.get(f"/repositories/{repository}/branches/{branch}")).json()["commit_id"]
+    return head
+
+
+def test_reset_a_branch_to_a_ref_expression(
+    page: Page, server: Server, admin: httpx.Client, rewind: Rewind
+) -> None:
+    branch = unique("work").replace("-", "_")
+    branches = f"/repositories/{rewind.name}/branches"
+    _ok(admin.post(branches, json={"name": branch, "source": "main"}))
+    sign_in_admin(page, server, rewind.url())
+    page.get_by_role("link", name=f"Reset {branch}").click()
+    expect(page.get_by_role("heading", level=2)).to_have_text(f"Reset branch {branch}")
+    expect(page.locator("#reset-head")).to_contain_text(rewind.main[0])
+    expect(page.locator("#reset-head .message")).to_have_text("second")
+    # a page opened without the header's permissions asks them with its own: the link is there
+    nav = page.get_by_role("navigation", name="Main")
+    expect(nav.get_by_role("link", name="Administration")).to_be_visible()
+    expect(page.get_by_role("button", name="Reset branch")).to_have_count(0)
+    target = page.get_by_label("Reset to")
+    target.fill("no-such-ref")
+    page.get_by_role("button", name="Show the target").click()
+    expect(page.locator("#target-error")).to_contain_text("not found")
+    expect(page.get_by_role("button", name="Reset branch")).to_have_count(0)
+    target.fill("main~1")
+    page.get_by_role("button", name="Show the target").click()
+    expect(page.locator("#reset-target")).to_contain_text(rewind.main[1])
+    # main~1's message holds markup: text, no element made of it
+    expect(page.locator("#reset-target .message")).to_have_text(MESSAGE)
+    assert page.locator("img").count() == 0
+    expect(page.get_by_text("Commits made on the branch after it are no longer")).to_be_visible()
+    expect(page.locator("#reset-dirty")).to_have_count(0)
+    assert_accessible(page)
+    fits_phone(page)
+    screenshot(page, "branch-reset")
+    page.get_by_role("button", name="Reset branch").click()
+    expect(page).to_have_url(server.url + rewind.url() + f"?reset={branch}&to=main~1")
+    expect(page.get_by_role("status")).to_have_text(f"Branch {branch} was reset to main~1.")
+    assert _head(admin, rewind.name, branch) == rewind.main[1]
+    row = page.locator("tbody tr").filter(has_text=branch)
+    expect(row.locator("code")).to_have_text(rewind.main[1][:12])
+    # Cancel goes back without changing anything
+    page.goto(f"{server.url}{rewind.url(branch)}?ref=main")
+    page.get_by_role("link", name="Cancel").click()
+    expect(page).to_have_url(server.url + rewind.url())
+    assert _head(admin, rewind.name, branch) == rewind.main[1]
+
+
+def test_reset_refusals_show_the_servers_message(
+    page: Page, server: Server, admin: httpx.Client, shop: Shop, rewind: Rewind
+) -> None:
+    # a protection rule (release-*) covers release-1: lakeFS's 403 "protected branch"
+    before = _head(admin, shop.name, "release-1")
+    sign_in_admin(page, server, shop.url)
+    release = page.locator("tbody tr").filter(has_text="release-1")
+    release.get_by_role("link", name="Reset release-1").click()
+    page.get_by_label("Reset to").fill("hostile")
+    page.get_by_role("button", name="Show the target").click()
+    page.get_by_role("button", name="Reset branch").click()
+    expect(page.locator("#reset-error")).to_contain_text("protected branch")
+    assert _head(admin, shop.name, "release-1") == before
+    # uncommitted changes: the page warns, and the server refuses rather than drop them
+    dirty = unique("dirty").replace("-", "_")
+    branches = f"/repositories/{rewind.name}/branches"
+    _ok(admin.post(branches, json={"name": dirty, "source": "main"}))
+    _ok(admin.post(f"{branches}/{dirty}/objects", params={"path": HOSTILE[1]}, content=b"x"))
+    page.goto(f"{server.url}{rewind.url(dirty)}?ref=main~2")
+    expect(page.locator("#reset-dirty")).to_contain_text("uncommitted changes")
+    page.get_by_role("button", name="Reset branch").click()
+    expect(page.locator("#reset-error")).to_contain_text("uncommitted changes (dirty branch)")
+    assert _head(admin, rewind.name, dirty) == rewind.main[0]
+    diff = _ok(admin.get(f"{branches}/{dirty}/diff")).json()["results"]
+    assert [d["path"] for d in diff] == [HOSTILE[1]]
+    assert_accessible(page)
+
+
+FOCUSED = r"""() => {
+  const e = document.activeElement;
+  if (!e || e === document.body) { return null; }
+  const style = getComputedStyle(e);
+  const outline = style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) > 0;
+  return {
+    tag: e.tagName,
+    text: (e.innerText || e.value || '').replace(/\s+/g, ' ').trim(),
+    label: e.labels && e.labels.length ? e.labels[0].innerText.replace(/\s+/g, ' ').trim() : '',
+    shown: outline || style.boxShadow !== 'none',
+  };
+}"""
+"""What has the focus: its tag, text, label, and whether its focus shows (outline or shadow)."""
+
+
+def _tab_to(page: Page, wanted: Callable[[dict[str, Any]], bool], passed: list[str]) -> None:
+    """Press Tab until ``wanted`` holds for the focused element; every one passed shows focus."""
+    for _ in range(400):
+        page.keyboard.press("Tab")
+        focused: dict[str, Any] | None = page.evaluate(FOCUSED)
+        if focused is None:
+            continue
+        passed.append(f"{focused['tag']} {focused['text'] or focused['label']}")
+        assert focused["shown"], f"the focus does not show on {focused}"
+        if wanted(focused):
+            return
+    pytest.fail(f"Tab never reached the element wanted; passed {passed[-20:]}")
+
+
+def _text(text: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda focused: focused["text"] == text
+
+
+def _label(label: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda focused: focused["label"].startswith(label)
+
+
+def test_without_a_mouse(page: Page, server: Server, admin: httpx.Client, shop: Shop) -> None:
+    branch = unique("keys").replace("-", "_")
+    passed: list[str] = []
+    page.goto(f"{server.url}/ui/repositories")
+    _tab_to(page, _text("Skip to content"), passed)
+    _tab_to(page, _label("Access key ID"), passed)
+    page.keyboard.type(server.access_key_id)
+    _tab_to(page, _label("Secret access key"), passed)
+    page.keyboard.type(server.secret_access_key)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Repositories")
+    # the skip link leads past the header, to the page's own content
+    _tab_to(page, _text("Skip to content"), passed)
+    page.keyboard.press("Enter")
+    _tab_to(page, lambda focused: True, passed)
+    assert page.evaluate("() => document.querySelector('main').contains(document.activeElement)")
+    _tab_to(page, _text(shop.name), passed)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(f"/ui/repositories/{shop.name}/objects$"))
+    # the Objects page asks the header's links with its own permissions: they are all there
+    nav = page.get_by_role("navigation", name="Main")
+    expect(nav.get_by_role("link", name="Administration")).to_be_visible()
+    _tab_to(page, _text("Branches"), passed)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", level=2)).to_have_text("Branches")
+    _tab_to(page, _text("Create branch"), passed)  # the folded form's summary
+    page.keyboard.press("Enter")
+    _tab_to(page, _label("Branch name"), passed)
+    page.keyboard.type(branch)
+    _tab_to(page, _label("Create from"), passed)
+    page.keyboard.press("Control+A")
+    page.keyboard.type("v1")
+    _tab_to(page, lambda f: f["tag"] == "BUTTON" and f["text"] == "Create branch", passed)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("status")).to_have_text(f"Branch {branch} was created.")
+    assert _head(admin, shop.name, branch) == _head(admin, shop.name, "main")
+    _tab_to(page, _text(f"Delete {branch}"), passed)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", level=2)).to_have_text(f"Delete branch {branch}")
+    _tab_to(page, _text("Delete branch"), passed)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("status")).to_have_text(f"Branch {branch} was deleted.")
+    assert admin.get(f"/repositories/{shop.name}/branches/{branch}").status_code == 404
+    links_and_buttons = [p for p in passed if p.startswith(("A ", "BUTTON ", "SUMMARY "))]
+    assert len(links_and_buttons) > 10, passed

@@ -6,8 +6,9 @@ ref expression), ``DELETE …/branches/{b}`` deletes after a confirmation. The d
 never offered for deletion; a protected branch is, as lakeFS allows it. Each row shows the head
 commit (``GET …/commits/{id}``, read once per distinct head) and whether a branch protection
 rule (``GET …/settings/branch_protection``) covers it; a person who may not read the rules sees
-that they are not shown. A mirror, or a person without the permission, gets no create or delete
-control.
+that they are not shown. Each branch links to its reset (:mod:`mirror.ui.views.branch_reset`),
+whose permission is asked with the delete's. A mirror, or a person without the permission, gets
+no create, delete or reset control.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from mirror.ui.forms import field, redirect_after
 from mirror.ui.listing import named_list
 from mirror.ui.page import Page
 from mirror.ui.render import page_url, urlpart
+from mirror.ui.views.branch_reset import reset_url
 from mirror.ui.views.commits import find_commits
 from mirror.ui.views.repository import (
     load_repository,
@@ -74,13 +76,15 @@ async def _branches(
             Action.DELETE_BRANCH, branch_arn(repository, branch["id"])
         ),
         writable=not repo.get("read_only", False),
+        # lakeFS asks fs:RevertBranch of a hard reset
+        also=lambda branch: Permission(Action.REVERT_BRANCH, branch_arn(repository, branch["id"])),
     )
     heads, rules = await asyncio.gather(
         find_commits(page, repository, (b["commit_id"] for b, _ in listed.entries)),
         _protection(page, repository),
     )
     rows = []
-    for branch, may_delete in listed.entries:
+    for (branch, may_delete), can_reset in zip(listed.entries, listed.also, strict=True):
         name = branch["id"]
         default = name == repo["default_branch"]
         rows.append(
@@ -93,6 +97,8 @@ async def _branches(
                 "delete_url": f"{here}/{urlpart(name)}/delete",
                 # lakeFS lets a protected branch be deleted: protection guards its contents
                 "can_delete": may_delete and not default,
+                "reset_url": reset_url(repository, name),
+                "can_reset": can_reset,
             }
         )
     return page.render(
@@ -105,6 +111,8 @@ async def _branches(
         rules_visible=rules is not None,
         new=new or {"name": "", "source": repo["default_branch"]},
         error=error,
+        reset=page.request.query_params.get("reset", ""),
+        reset_to=page.request.query_params.get("to", ""),
     )
 
 
