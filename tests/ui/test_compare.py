@@ -2,7 +2,7 @@
 
 The module's repository holds a pre-merge webhook action that holds merges into branch ``held``
 until the test releases it (``tests/webhooks.py``'s ``/slow``), so a merge's progress page is
-seen while the merge runs, then seen to end, with script (``merge.js`` polls) and without (a
+seen while the merge runs, then seen to end, with script (``follow.js`` polls) and without (a
 meta refresh). Merges go through the asynchronous merge API; a conflict shows its paths, one of
 them markup; each strategy's outcome is checked through the REST API. Hostile paths, messages
 and metadata show as text; readers and mirrors get no merge control.
