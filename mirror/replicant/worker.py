@@ -25,10 +25,12 @@ repository is followed from the commits it has: only the records it lacks are co
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Final, Literal
 
 from mirror.errors import LakeMirrorError, NotFoundError, PreconditionFailedError
 from mirror.logging import get_logger
@@ -51,6 +53,15 @@ FirstSync = Callable[[str], Awaitable[ValidationReport | None]]
 """Validates a metarange with no base in bulk, or answers ``None`` to leave it to the validator."""
 
 _COMMIT_CACHE = 10_000
+
+
+class _Retarget(enum.Enum):
+    """The source head moved on while its commit waited for files: sync to the new head."""
+
+    RETARGET = "retarget"
+
+
+_RETARGET: Final = _Retarget.RETARGET
 _LAG_WALK_LIMIT = 100_000
 
 
@@ -237,9 +248,19 @@ class MirrorWorker:
     async def sync_branch(self, branch: str) -> bool:
         """Bring the mirror branch to the source head once; return whether the head moved.
 
+        Once the mirror branch has a head, a source head that moves while its commit waits for
+        files is followed at once: the newest head is the target, the lag counts every commit.
+
         Raises:
             LakeMirrorError: a server could not be reached or refused a call.
         """
+        while True:
+            outcome = await self._sync_once(branch)
+            if outcome is not _RETARGET:
+                return outcome is True
+
+    async def _sync_once(self, branch: str) -> bool | Literal[_Retarget.RETARGET]:
+        """Sync to the source head as read now; :data:`_RETARGET` if the source moved meanwhile."""
         name = self.config.name
         status = self._status.setdefault(branch, BranchStatus(branch))
         head = await self.source.get_branch_head(self.config.source_repo, branch)
@@ -266,6 +287,8 @@ class MirrorWorker:
         self._set(status, "validating", lag=ahead.lag, oldest=ahead.oldest)
         progress = _Progress(current, await self._metarange_of(current), ahead)
         report = await self._validate_until_complete(status, target, progress)
+        if report is _RETARGET:
+            return _RETARGET
         if report is None:
             return False
         if not await self._advance(status, progress.current, head, len(progress.ahead.ids), report):
@@ -315,8 +338,11 @@ class MirrorWorker:
 
     async def _validate_until_complete(
         self, status: BranchStatus, target: RemoteCommit, progress: _Progress
-    ) -> ValidationReport | None:
+    ) -> ValidationReport | Literal[_Retarget.RETARGET] | None:
         """Validate ``target`` until complete; ``None`` if the mirror head moved meanwhile.
+
+        :data:`_RETARGET` if the source head moved on from ``target`` meanwhile (once the
+        mirror branch has a head).
 
         While ``target`` waits for files, the mirror branch may move, after each round, to a
         whole commit between it and the mirror head (``progress`` follows it). Those are checked
@@ -352,6 +378,15 @@ class MirrorWorker:
             await asyncio.sleep(self.settings.poll_interval)
             if await self.dest.get_branch_head(name, status.branch) != progress.current:
                 return None
+            if progress.base and (
+                await self.source.get_branch_head(self.config.source_repo, status.branch)
+                != target.id
+            ):
+                # the source moved on while ``target`` waited: aim at its new head at once (the
+                # commits in between stay candidates), so that the lag counts every commit. A
+                # first sync keeps its target: with no commits in between to move to, chasing
+                # heads that each wait for files would never show anything.
+                return _RETARGET
 
     def _count(self, report: ValidationReport) -> None:
         result = "complete" if report.complete else "incomplete"

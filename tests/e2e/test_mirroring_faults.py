@@ -155,7 +155,14 @@ def test_kill_during_validation_resumes_without_advancing_or_rereading(
     before = world.b.head(name, "main")
     assert before != target
     with world.replicant("victim", lease=2.0) as second:
-        wait_for(lambda: waiting_on_one(second), 60, "validation resumed")
+
+        def resumed() -> bool:
+            # the status in the KV is the killed replica's until the new one writes its own: wait
+            # for a pass of the new replica's validator, not for the status alone
+            passes = second.metric("lakemirror_validations_total", mirror=name, result="incomplete")
+            return passes >= 1 and waiting_on_one(second)
+
+        wait_for(resumed, 60, "validation resumed by the second replica")
         assert world.b.head(name, "main") == before
         # ranges found complete before the kill are known from the KV: not read again
         assert second.metric("lakemirror_cache_hits_total", mirror=name, cache="range") >= 1

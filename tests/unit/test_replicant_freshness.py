@@ -168,6 +168,40 @@ async def test_no_commit_with_a_file_missing_becomes_the_head(pair: Pair) -> Non
 
 
 @pytest.mark.anyio
+async def test_a_source_head_that_moves_while_its_commit_waits_becomes_the_target(
+    pair: Pair,
+) -> None:
+    await _synced_at_first_commit(pair)
+    moves = Moves(pair)
+    waiting = _commit(pair.a, {"w.csv": b"w" * 300}, "waits")
+    held_w = _data_key(pair, "w.csv")
+    _copy_all(pair.src_store, pair.dst_store, skip=lambda k: k == held_w)
+    sync = asyncio.create_task(pair.worker.sync_branch("main"))
+    await _until(
+        lambda: pair.worker.status()[0].state == "waiting"
+        and pair.worker.status()[0].source_head == waiting,
+        "the first commit waiting for its file",
+    )
+    # the source moves on; its new head's files do not arrive either
+    newer = _commit(pair.a, {"n.csv": b"n" * 300}, "newer")
+    held_n = _data_key(pair, "n.csv")
+    _copy_all(pair.src_store, pair.dst_store, skip=lambda k: k in (held_w, held_n))
+    await _until(
+        lambda: pair.worker.status()[0].source_head == newer
+        and pair.worker.status()[0].state == "waiting"
+        and pair.worker.status()[0].lag_commits == 2,
+        "the status following the new source head, two commits behind",
+    )
+    assert not sync.done()
+    _copy_all(pair.src_store, pair.dst_store)
+    assert await asyncio.wait_for(sync, 10) is True
+    assert _mirror_head(pair) == newer
+    # the waiting commit was never the target once the source had moved past it
+    assert moves.targets[-1] == newer
+    assert moves.incomplete == []
+
+
+@pytest.mark.anyio
 async def test_a_storm_whose_files_are_all_there_costs_one_validation(pair: Pair) -> None:
     await _synced_at_first_commit(pair)
     skipped, complete = _skipped(pair), _validations(pair, "complete")
