@@ -178,8 +178,10 @@ async def test_a_source_head_that_moves_while_its_commit_waits_becomes_the_targe
     _copy_all(pair.src_store, pair.dst_store, skip=lambda k: k == held_w)
     sync = asyncio.create_task(pair.worker.sync_branch("main"))
     await _until(
-        lambda: pair.worker.status()[0].state == "waiting"
-        and pair.worker.status()[0].source_head == waiting,
+        lambda: (
+            pair.worker.status()[0].state == "waiting"
+            and pair.worker.status()[0].source_head == waiting
+        ),
         "the first commit waiting for its file",
     )
     # the source moves on; its new head's files do not arrive either
@@ -187,9 +189,11 @@ async def test_a_source_head_that_moves_while_its_commit_waits_becomes_the_targe
     held_n = _data_key(pair, "n.csv")
     _copy_all(pair.src_store, pair.dst_store, skip=lambda k: k in (held_w, held_n))
     await _until(
-        lambda: pair.worker.status()[0].source_head == newer
-        and pair.worker.status()[0].state == "waiting"
-        and pair.worker.status()[0].lag_commits == 2,
+        lambda: (
+            pair.worker.status()[0].source_head == newer
+            and pair.worker.status()[0].state == "waiting"
+            and pair.worker.status()[0].lag_commits == 2
+        ),
         "the status following the new source head, two commits behind",
     )
     assert not sync.done()
