@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from mirror.block.errors import InvalidNamespaceError
-from mirror.block.protocol import BlockStore
-from mirror.block.resolver import BlockResolver, split_namespace
-from mirror.config import LakeMirrorConfig
 from mirror.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    from mirror.block.protocol import BlockStore
+    from mirror.block.resolver import BlockResolver
+    from mirror.config import LakeMirrorConfig
 
 __all__ = [
     "UsageError",
@@ -63,6 +66,8 @@ def namespace_resolver(config: LakeMirrorConfig, uri: str, option: str) -> Block
         UsageError: the URI is malformed, of another scheme, or names ``s3://`` without the
             ``s3`` extra; the message names ``option``.
     """
+    from mirror.block.resolver import BlockResolver, split_namespace
+
     try:
         scheme, _ = split_namespace(uri)
     except InvalidNamespaceError as exc:

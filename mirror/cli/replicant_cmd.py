@@ -7,11 +7,11 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
-from mirror.config import ConfigurationError, LakeMirrorConfig, load_config, with_overrides
 from mirror.errors import InvalidValueError, UnavailableError
 
 if TYPE_CHECKING:
     from mirror.auth.tokens import LoginTokens
+    from mirror.config import LakeMirrorConfig
     from mirror.replicant.settings import ServiceSettings
 
 __all__ = ["register_replicant_command", "run_replicant", "service_settings"]
@@ -87,6 +87,7 @@ def _login_tokens(config: LakeMirrorConfig, log: Any) -> LoginTokens | None:
     the web UI's session signs in here too.
     """
     from mirror.auth.tokens import LoginTokens
+    from mirror.config import ConfigurationError
 
     try:
         return LoginTokens.from_config(config)
@@ -106,6 +107,7 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     from mirror.auth.store import AuthStore
     from mirror.cli.server import block_resolver, block_settings, open_kv
     from mirror.cli.serving import serve
+    from mirror.config import ConfigurationError, load_config, with_overrides
     from mirror.logging import configure_logging, get_logger
     from mirror.replicant.app import create_replicant_app
     from mirror.replicant.readers import NamespaceReaders

@@ -6,13 +6,13 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from mirror.core import MergeConflictError, open_embedded
-
 __all__ = ["run_tour"]
 
 
 def run_tour(data_dir: str, out: TextIO) -> int:
     """Create a repository under ``data_dir``, branch, commit, merge and print what happened."""
+    from mirror.core import MergeConflictError, open_embedded
+
     catalog = open_embedded(data_dir)
     name = f"tour-{int(time.time())}"
     repo = catalog.create_repository(name, f"local://{name}")

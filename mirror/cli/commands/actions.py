@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from mirror.actions.model import ActionFileError, parse_action
 from mirror.cli.commands.options import positive_int
 from mirror.cli.context import Context
 from mirror.cli.uris import repository_uri
@@ -104,6 +103,9 @@ def _output(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _validate(args: argparse.Namespace, ctx: Context) -> int:
+    # the action model imports the versioning core: only this command needs it
+    from mirror.actions.model import ActionFileError, parse_action
+
     path = Path(args.file)
     try:
         action = parse_action(str(path), path.read_bytes())
