@@ -7,6 +7,8 @@ DATA_DIR ?= ./lakemirror-data
 DEMO_DIR ?= ./lakemirror-demo
 DEMO_DURATION ?= 60
 IMAGE ?= lakemirror:0.1.0
+# pytest-xdist workers of `make test` (tests/conftest.py says how the suite is split)
+TEST_WORKERS ?= 2
 
 .PHONY: install tools demo run test test-fast lint bench clean image
 
@@ -43,7 +45,7 @@ lint: install
 	$(BIN)/deptry mirror
 
 test: lint tools
-	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(BIN)/pytest
+	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test-fast: install
 	$(BIN)/pytest -m "not slow and not spark and not e2e and not deploy and not ui"

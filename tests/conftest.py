@@ -1,9 +1,16 @@
-"""Shared fixtures: a controllable clock and an in-memory repository with terse helpers."""
+"""Shared fixtures: a controllable clock and an in-memory repository with terse helpers.
+
+Also how ``make test`` spreads the suite over two pytest-xdist workers (``--dist loadgroup``):
+each file is one unit of work, so a module's live servers start once; the Spark tests share one
+worker (one SparkSession) and the two-region end-to-end tests another unit, so that no two of
+them compete for the machine; the longest units are handed out first.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,3 +96,38 @@ def lake(request: pytest.FixtureRequest, clock: Clock) -> Lake:
     catalog = open_memory(clock=clock, chunking=CHUNKINGS[request.param])
     catalog.create_repository("repo", "mem://repo")
     return Lake(catalog, clock)
+
+
+_TESTS = Path(__file__).parent
+_SHARED_GROUPS = {"spark": "spark", "e2e": "e2e"}
+"""Directories whose files run as one unit of work on one worker."""
+_FIRST = ("spark", "e2e", "deploy")
+"""Directories whose units go out before the rest: they are the longest."""
+
+
+def _unit_of_work(item: pytest.Item) -> tuple[str, bool]:
+    """Return the xdist group of ``item`` and whether its unit goes out first."""
+    path = Path(str(item.path))
+    try:
+        parts = path.relative_to(_TESTS).parts
+    except ValueError:
+        return str(path), False
+    top = parts[0] if len(parts) > 1 else ""
+    group = _SHARED_GROUPS.get(top, "/".join(parts))
+    slow = item.get_closest_marker("slow") is not None
+    return group, top in _FIRST or slow
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group every test by its unit of work, and put the longest units first."""
+    first: set[str] = set()
+    groups: list[str] = []
+    for item in items:
+        group, early = _unit_of_work(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+        groups.append(group)
+        if early:
+            first.add(group)
+    order = {id(item): (groups[i] not in first, i) for i, item in enumerate(items)}
+    items.sort(key=lambda item: order[id(item)])
