@@ -38,6 +38,7 @@ import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
+from mirror.cli.http_protocol import HttpToolsProtocol
 from mirror.config import LakeMirrorConfig
 from mirror.logging import get_logger
 
@@ -55,12 +56,12 @@ __all__ = [
     "worker_config",
 ]
 
-# h11 sends header names as given; lakeFS's client reads `Content-Range` of a 416
-# case-sensitively, and uvicorn's httptools protocol would lowercase it. Logging is
-# configure_logging's, and the access line is RequestLogMiddleware's, not uvicorn's.
+# httptools parses in C; our protocol keeps header names as the app spells them (lakeFS's
+# client reads `Content-Range` of a 416 case-sensitively). Logging is configure_logging's, and
+# the access line is RequestLogMiddleware's, not uvicorn's.
 UVICORN_OPTIONS: dict[str, Any] = {
     "server_header": False,
-    "http": "h11",
+    "http": HttpToolsProtocol,
     "log_config": None,
     "access_log": False,
 }
