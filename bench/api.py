@@ -65,7 +65,7 @@ from fastapi import FastAPI, Request
 
 from bench.machine import describe
 from mirror.api.app import WORKER_HEADER
-from mirror.cli.serving import UVICORN_OPTIONS
+from mirror.cli.serving import UVICORN_OPTIONS, uvicorn_options
 
 __all__ = ["COLUMNS", "commit_only", "main"]
 
@@ -440,14 +440,15 @@ def _env() -> dict[str, str]:
 
 @contextmanager
 def lakemirror_server(
-    tmp: Path, log_level: str, workers: int = 1
+    tmp: Path, log_level: str, workers: int = 1, extra_env: dict[str, str] | None = None
 ) -> Iterator[tuple[str, tuple[str, str], int]]:
     """Run ``lakemirror server`` with ``workers`` worker processes on a temporary data directory.
 
-    Yields its URL, the administrator's key and the (parent) process ID.
+    Yields its URL, the administrator's key and the (parent) process ID. ``extra_env`` is added
+    to its environment.
     """
     key = ("AKIAJ" + secrets.token_hex(8).upper()[:15], secrets.token_urlsafe(30))
-    env = _env()
+    env = {**_env(), **(extra_env or {})}
     env["LAKEMIRROR_ADMIN_ACCESS_KEY_ID"], env["LAKEMIRROR_ADMIN_SECRET_ACCESS_KEY"] = key
     env["LAKEMIRROR_SERVER__WORKERS"] = str(workers)
     port = free_port()
@@ -461,13 +462,16 @@ def lakemirror_server(
 
 
 @contextmanager
-def bare_server(tmp: Path, log_level: str) -> Iterator[tuple[str, int]]:
+def bare_server(
+    tmp: Path, log_level: str, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[str, int]]:
     """Run the bare FastAPI app of this module in its own process; yield its URL and PID."""
     port = free_port()
     command = [sys.executable, "-m", "bench.api", "--serve-bare", str(port)]
     command += ["--log-level", log_level]
     url = f"http://127.0.0.1:{port}"
-    with _process(command, f"{url}/small", tmp / "bare.log", _env()) as process:
+    env = {**_env(), **(extra_env or {})}
+    with _process(command, f"{url}/small", tmp / "bare.log", env) as process:
         yield url, process.pid
 
 
@@ -491,7 +495,7 @@ def serve_bare(port: int, log_level: str) -> int:
     """Serve :func:`bare_app` on 127.0.0.1 with ``lakemirror server``'s uvicorn options."""
     import uvicorn
 
-    uvicorn.run(bare_app(), host="127.0.0.1", port=port, log_level=log_level, **UVICORN_OPTIONS)
+    uvicorn.run(bare_app(), host="127.0.0.1", port=port, log_level=log_level, **uvicorn_options())
     return 0
 
 

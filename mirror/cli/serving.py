@@ -47,12 +47,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORCE_EXIT_GRACE",
+    "HTTP_PROTOCOL_ENV",
     "MULTIPROC_ENV",
     "STATE_ENV",
     "UVICORN_OPTIONS",
     "GracefulServer",
     "serve",
     "serve_workers",
+    "uvicorn_options",
     "worker_config",
 ]
 
@@ -66,6 +68,17 @@ UVICORN_OPTIONS: dict[str, Any] = {
     "access_log": False,
 }
 """The options ``lakemirror server`` and ``replicant`` give uvicorn (``bench.api`` reuses them)."""
+
+HTTP_PROTOCOL_ENV = "_LAKEMIRROR_HTTP_PROTOCOL"
+"""``h11`` serves with uvicorn's pure-Python protocol instead: ``bench.http_stack`` compares the
+two on the same build (not a configuration key)."""
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """Return :data:`UVICORN_OPTIONS`, with h11 if :data:`HTTP_PROTOCOL_ENV` asks for it."""
+    if os.environ.get(HTTP_PROTOCOL_ENV) == "h11":
+        return {**UVICORN_OPTIONS, "http": "h11"}
+    return dict(UVICORN_OPTIONS)
 
 STATE_ENV = "_LAKEMIRROR_SERVING_STATE"
 """Names the parent's private directory to the worker processes (not a configuration key)."""
@@ -288,7 +301,7 @@ def serve(
         port=port,
         log_level=log_level,
         timeout_graceful_shutdown=_timeout(shutdown_timeout),
-        **UVICORN_OPTIONS,
+        **uvicorn_options(),
     )
     server = GracefulServer(config, on_exit, bound=shutdown_timeout + FORCE_EXIT_GRACE)
     with _exit_zero_on_signal(server):
@@ -334,7 +347,7 @@ def serve_workers(
             workers=workers,
             log_level=config.logging.level,
             timeout_graceful_shutdown=_timeout(config.server.shutdown_timeout),
-            **UVICORN_OPTIONS,
+            **uvicorn_options(),
         )
         try:
             sockets = _listening_sockets(config.server.host, config.server.port, workers)
