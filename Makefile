@@ -45,7 +45,7 @@ lint: install
 	$(BIN)/deptry mirror
 
 test: lint tools
-	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 test-fast: install
 	$(BIN)/pytest -m "not slow and not spark and not e2e and not deploy and not ui"

@@ -1,6 +1,6 @@
 """Shared fixtures: a controllable clock and an in-memory repository with terse helpers.
 
-Also how ``make test`` spreads the suite over two pytest-xdist workers (``--dist loadgroup``):
+Also how ``make test`` spreads the suite over two pytest-xdist workers (``--dist loadscope``):
 each file is one unit of work, so a module's live servers start once; the Spark tests share one
 worker (one SparkSession) and the two-region end-to-end tests another unit, so that no two of
 them compete for the machine; the longest units are handed out first.
@@ -99,35 +99,46 @@ def lake(request: pytest.FixtureRequest, clock: Clock) -> Lake:
 
 
 _TESTS = Path(__file__).parent
-_SHARED_GROUPS = {"spark": "spark", "e2e": "e2e"}
+_SHARED_UNITS = {"spark": "spark", "e2e": "e2e"}
 """Directories whose files run as one unit of work on one worker."""
+_UNIT_OF_FILE = {
+    # its pods mount host paths (/var/lib/lakemirror) that e2e/test_server_replicas.py's pods
+    # mount too, and each cluster removes the mount points it made: never beside that one
+    "deploy/test_chart_run.py": "e2e",
+}
 _FIRST = ("spark", "e2e", "deploy")
 """Directories whose units go out before the rest: they are the longest."""
 
 
-def _unit_of_work(item: pytest.Item) -> tuple[str, bool]:
-    """Return the xdist group of ``item`` and whether its unit goes out first."""
-    path = Path(str(item.path))
-    try:
-        parts = path.relative_to(_TESTS).parts
-    except ValueError:
-        return str(path), False
-    top = parts[0] if len(parts) > 1 else ""
-    group = _SHARED_GROUPS.get(top, "/".join(parts))
-    slow = item.get_closest_marker("slow") is not None
-    return group, top in _FIRST or slow
+def unit_of_work(nodeid: str) -> str:
+    """Return the unit of work of the test ``nodeid`` (relative to the project root)."""
+    path = nodeid.split("::", 1)[0]
+    relative = path.removeprefix("tests/")
+    top = relative.split("/", 1)[0] if "/" in relative else ""
+    return _UNIT_OF_FILE.get(relative) or _SHARED_UNITS.get(top) or relative
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group every test by its unit of work, and put the longest units first."""
-    first: set[str] = set()
-    groups: list[str] = []
-    for item in items:
-        group, early = _unit_of_work(item)
-        item.add_marker(pytest.mark.xdist_group(group))
-        groups.append(group)
-        if early:
-            first.add(group)
-    order = {id(item): (groups[i] not in first, i) for i, item in enumerate(items)}
+    """Put the longest units of work first (slow tests, Spark, end-to-end, deployment)."""
+    units = [unit_of_work(item.nodeid) for item in items]
+    first = {
+        unit
+        for unit, item in zip(units, items, strict=True)
+        if unit.split("/", 1)[0] in _FIRST or item.get_closest_marker("slow") is not None
+    }
+    order = {id(item): (units[i] not in first, i) for i, item in enumerate(items)}
     items.sort(key=lambda item: order[id(item)])
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Hand out whole units of work (:func:`unit_of_work`) under ``--dist loadscope``."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of_work(nodeid)
+
+    return UnitScheduling(config, log)
