@@ -63,7 +63,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI, Request
 
-from bench.machine import describe
+from bench.machine import describe, run_footer
 from mirror.api.app import WORKER_HEADER
 from mirror.cli.serving import UVICORN_OPTIONS, uvicorn_options
 
@@ -816,10 +816,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(format_workers_table(result.cells, workers))
     print()
-    print(
-        f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "
-        f"{load:.2f} at start, {os.getloadavg()[0]:.2f} at end"
-    )
+    print(run_footer(started, load))
     return 0
 
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.machine import describe
+from bench.machine import describe, run_footer
 from mirror.core import Catalog, Entry, WriteStats, open_embedded
 from mirror.core.diff import diff_trees
 
@@ -365,10 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(results))
     print()
     print(format_ratios(results))
-    print(
-        f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "
-        f"{load:.2f} at start, {os.getloadavg()[0]:.2f} at end"
-    )
+    print(run_footer(started, load))
     return 0
 
 

@@ -47,7 +47,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
 from bench.api import LOG_LEVELS, lakemirror_server, tree_cpu
-from bench.machine import describe
+from bench.machine import describe, run_footer
 
 __all__ = ["main"]
 
@@ -526,10 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "user + system CPU during the step (the upload includes assembling the parts)"
         )
     print()
-    print(
-        f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "
-        f"{load:.2f} at start, {os.getloadavg()[0]:.2f} at end"
-    )
+    print(run_footer(started, load))
     return 0
 
 

@@ -43,6 +43,7 @@ from bench.api import (
     machine,
     run_cell,
 )
+from bench.machine import run_footer
 from mirror.cli.serving import HTTP_PROTOCOL_ENV
 
 __all__ = ["main"]
@@ -174,10 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(format_table(found))
     print()
-    print(
-        f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "
-        f"{load:.2f} at start, {os.getloadavg()[0]:.2f} at end"
-    )
+    print(run_footer(started, load))
     return 0
 
 

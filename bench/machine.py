@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from pathlib import Path
 
 
@@ -25,3 +26,16 @@ def describe(*libraries: tuple[str, str]) -> str:
         f"{platform.system()} {platform.release()}",
     ]
     return ", ".join(parts)
+
+
+def run_footer(started: float, load: float) -> str:
+    """Return the closing line of a benchmark: its wall time and the load before and after.
+
+    Args:
+        started: ``time.perf_counter()`` when the run started.
+        load: The 1-minute load average when it started.
+    """
+    return (
+        f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "
+        f"{load:.2f} at start, {os.getloadavg()[0]:.2f} at end"
+    )

@@ -39,7 +39,7 @@ from importlib.metadata import version
 import anyio
 
 from bench.core import TABLES, Layout
-from bench.machine import describe
+from bench.machine import describe, run_footer
 from mirror.block import BlockNotFoundError, MemoryBlockStore, ObjectInfo
 from mirror.core import Catalog, ChunkingParams, Entry, open_memory
 from mirror.core.committed import METADATA_PREFIX
@@ -453,10 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         quiet()
         catch_up_table()
         lag_table(args.commits)
-    print(
-        f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "
-        f"{load:.2f} at start, {os.getloadavg()[0]:.2f} at end"
-    )
+    print(run_footer(started, load))
     return 0
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import anyio
 
 from bench.core import Layout
-from bench.machine import describe
+from bench.machine import describe, run_footer
 from bench.mirror import markdown
 from mirror.block.local import LocalBlockStore
 from mirror.core import Entry, open_embedded
@@ -299,10 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     print(markdown(columns, rows))
     print()
-    print(
-        f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "
-        f"{load:.2f} at start, {os.getloadavg()[0]:.2f} at end"
-    )
+    print(run_footer(started, load))
     return 0
 
 

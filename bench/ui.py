@@ -47,6 +47,7 @@ from urllib.parse import urlencode
 import httpx
 
 from bench.api import LOG_LEVELS, lakemirror_server, machine, process_cpu
+from bench.machine import run_footer
 from bench.mirror import markdown
 from bench.page_weight import PageWeight, page_weight
 from bench.ui_data import (
@@ -405,10 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print("assets that did not load: " + "; ".join(missing))
     print()
-    print(
-        f"total wall time {time.perf_counter() - started:.0f} s; 1-minute load average "
-        f"{load:.2f} at start, {os.getloadavg()[0]:.2f} at end"
-    )
+    print(run_footer(started, load))
     return 0
 
 

@@ -80,6 +80,7 @@ def uvicorn_options() -> dict[str, Any]:
         return {**UVICORN_OPTIONS, "http": "h11"}
     return dict(UVICORN_OPTIONS)
 
+
 STATE_ENV = "_LAKEMIRROR_SERVING_STATE"
 """Names the parent's private directory to the worker processes (not a configuration key)."""
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
