@@ -15,6 +15,7 @@ region, ``GET …/mirrors/{name}/lag_history`` a mirror's lag of the last hour, 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -409,7 +410,7 @@ async def healthz(service: ServiceDep) -> dict[str, Any]:
 async def readyz(service: ServiceDep) -> Response:
     """Answer 200 once the region's KV answers (the replicant's records are readable), else 503."""
     try:
-        mirrors = len(list(service.store.list_mirrors()))
+        mirrors = len(await asyncio.to_thread(lambda: list(service.store.list_mirrors())))
     except LakeMirrorError as exc:
         return JSONResponse({"status": "unavailable", "message": str(exc)}, status_code=503)
     return JSONResponse({"status": "ready", "mirrors": mirrors})

@@ -448,7 +448,10 @@ class ReplicantService:
         if self._stopping is not None:
             return
         now = self._clock()
-        configured = {m.name: m for m in self.store.list_mirrors()}
+        # the KV calls of a round run on a worker thread: a slow or unreachable KV must not stall
+        # the event loop, which answers /healthz and the configuration API meanwhile
+        mirrors = await asyncio.to_thread(lambda: list(self.store.list_mirrors()))
+        configured = {m.name: m for m in mirrors}
         for name in list(self._workers):
             if name not in configured:
                 await self._stop_worker(name)
@@ -456,8 +459,12 @@ class ReplicantService:
             self.metrics.forget_mirror(name)
         self._exported = set(configured)
         for name, config in sorted(configured.items()):
-            held = self.store.try_lease(
-                name, self.settings.replica_id, self.settings.lease_seconds, now
+            held = await asyncio.to_thread(
+                self.store.try_lease,
+                name,
+                self.settings.replica_id,
+                self.settings.lease_seconds,
+                now,
             )
             self.metrics.lease_held.labels(name).set(1 if held else 0)
             running = self._workers.get(name)

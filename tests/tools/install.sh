@@ -41,6 +41,15 @@ if [ ! -x "$dir/bin/dynalite" ]; then
   npm install --silent --no-audit --no-fund --prefix "$dir/dynalite" "dynalite@$dynalite_version" >&2
   ln -sf "$dir/dynalite/node_modules/.bin/dynalite" "$dir/bin/dynalite"
 fi
+# dynalite rethrows the error of a request whose client went away mid-body, and the whole server
+# dies (a replica killed with SIGKILL in the middle of a write is enough); DynamoDB drops only
+# that request. Make dynalite do the same.
+dynalite_js="$dir/dynalite/node_modules/dynalite/index.js"
+sed -i "s/req.on('error', function (err) { throw err })/req.on('error', function () { req.removeAllListeners('data'); req.removeAllListeners('end'); res.destroy() })/" "$dynalite_js"
+grep -q "req.on('error', function () { req.removeAllListeners('data'); req.removeAllListeners('end'); res.destroy() })" "$dynalite_js" || {
+  echo "install.sh: could not make dynalite survive a client that goes away ($dynalite_js)" >&2
+  exit 1
+}
 
 if [ ! -f "$dir/axe-core/node_modules/axe-core/axe.min.js" ]; then
   log "axe-core $axe_version from npm"
