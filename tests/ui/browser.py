@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Locator, Page
 
 from tests.integration.harness import Server
 
@@ -44,6 +44,19 @@ def require(path: Path, what: str) -> Path:
 @functools.cache
 def _axe_source() -> str:
     return require(AXE, "axe-core").read_text()
+
+
+def follow(target: Locator) -> Page:
+    """Click a link or button that loads another page, and wait for that page's load event.
+
+    A click returns once the browser has acted on it; rows read right after it may come from
+    the page before or from a part of the next one. Reads through ``expect`` retry on their
+    own; plain reads (``all_inner_texts``, ``count``) come after ``follow``.
+    """
+    page = target.page
+    with page.expect_navigation():
+        target.click()
+    return page
 
 
 def sign_in(page: Page, server: Server, key: str, secret: str, path: str = "/ui/") -> None:

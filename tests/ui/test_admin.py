@@ -22,6 +22,7 @@ from tests.ui.browser import (
     HOSTILE,
     assert_accessible,
     fits_phone,
+    follow,
     screenshot,
     sign_in,
     sign_in_admin,
@@ -49,6 +50,7 @@ def _inert(page: Page) -> None:
 
 
 def _rows(page: Page) -> list[str]:
+    page.wait_for_load_state()
     return [t.split(" ")[0] for t in page.locator("tbody th").all_inner_texts()]
 
 
@@ -143,7 +145,7 @@ def test_an_administrator_builds_a_user_group_and_policy(
     # the user's effective policies come through the group; none is attached directly
     page.goto(f"{server.url}/ui/auth/users/{user}/policies")
     expect(page.get_by_text("None.")).to_be_visible()
-    page.get_by_role("link", name="Effective Attached Policies").click()
+    follow(page.get_by_role("link", name="Effective Attached Policies"))
     assert _rows(page) == [policy]
     expect(page.get_by_role("button")).to_have_count(1)  # only the header's Sign out
     assert_accessible(page)
@@ -167,14 +169,14 @@ def test_attach_and_detach_a_policy_and_leave_a_group(
     page.get_by_role("button", name="Attach policy").click()
     expect(page.locator("#add-error")).to_contain_text("not found")
     page.get_by_label("Policy ID").fill("FSReadAll")
-    page.get_by_role("button", name="Attach policy").click()
+    follow(page.get_by_role("button", name="Attach policy"))
     assert _rows(page) == ["FSReadAll"]
     page.get_by_role("link", name="Detach FSReadAll").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Detach policy: FSReadAll")
     assert_accessible(page)
     fits_phone(page)
     screenshot(page, "admin-detach")
-    page.get_by_role("link", name="Cancel").click()
+    follow(page.get_by_role("link", name="Cancel"))
     assert _rows(page) == ["FSReadAll"]
     page.get_by_role("link", name="Detach FSReadAll").click()
     page.get_by_role("button", name="Detach policy").click()
@@ -199,16 +201,16 @@ def test_users_page_by_prefix_and_are_deleted_after_a_confirmation(
     expect(page.locator("tbody tr").filter(has_text="admin").locator(".badge")).to_have_text("you")
     expect(page.get_by_role("link", name="Delete admin")).to_have_count(0)
     page.get_by_label("Users starting with").fill(stem)
-    page.get_by_role("button", name="Search").click()
+    follow(page.get_by_role("button", name="Search"))
     assert _rows(page) == made[:100]
     expect(page.get_by_role("link", name="Back to start")).to_have_count(0)
-    page.get_by_role("link", name="Next page").click()
+    follow(page.get_by_role("link", name="Next page"))
     assert _rows(page) == made[100:]
     expect(page.get_by_role("link", name="Next page")).to_have_count(0)
     assert_accessible(page)
     fits_phone(page)
     screenshot(page, "admin-users")
-    page.get_by_role("link", name="Back to start").click()
+    follow(page.get_by_role("link", name="Back to start"))
     assert _rows(page) == made[:100]
     page.get_by_role("link", name=f"Delete {made[0]}").click()
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Delete user {made[0]}")

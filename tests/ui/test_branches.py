@@ -24,6 +24,7 @@ from tests.ui.browser import (
     HOSTILE,
     assert_accessible,
     fits_phone,
+    follow,
     screenshot,
     sign_in,
     sign_in_admin,
@@ -86,6 +87,7 @@ def _open_create(page: Page) -> None:
 
 
 def _rows(page: Page) -> list[str]:
+    page.wait_for_load_state()
     return [t.split(" ")[0] for t in page.locator("tbody th").all_inner_texts()]
 
 
@@ -191,13 +193,13 @@ def test_paging_through_branches(page: Page, server: Server, admin: httpx.Client
     sign_in_admin(page, server, f"/ui/repositories/{name}/branches")
     assert _rows(page) == everything[:100]
     expect(page.get_by_role("link", name="Back to start")).to_have_count(0)
-    page.get_by_role("link", name="Next page").click()
+    follow(page.get_by_role("link", name="Next page"))
     assert _rows(page) == everything[100:]
     expect(page.get_by_role("link", name="Next page")).to_have_count(0)
-    page.get_by_role("link", name="Back to start").click()
+    follow(page.get_by_role("link", name="Back to start"))
     assert _rows(page) == everything[:100]
     page.get_by_label("Branches starting with").fill("b11")
-    page.get_by_role("button", name="Search").click()
+    follow(page.get_by_role("button", name="Search"))
     assert _rows(page) == [f"b11{i}" for i in range(10)]
 
 

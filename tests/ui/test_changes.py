@@ -22,6 +22,7 @@ from tests.ui.browser import (
     HOSTILE,
     assert_accessible,
     fits_phone,
+    follow,
     screenshot,
     sign_in,
     sign_in_admin,
@@ -98,6 +99,7 @@ def receiver() -> Iterator[Receiver]:
 
 def _tree(page: Page) -> list[tuple[str, str]]:
     """Return the listed rows as (mark, name)."""
+    page.wait_for_load_state()
     rows = page.locator("table.diff tbody tr")
     return [
         (row.locator(".mark").inner_text(), row.locator("th").inner_text()) for row in rows.all()
@@ -147,20 +149,20 @@ def test_changes_show_as_a_marked_tree_with_hostile_paths_inert(
     assert_accessible(page)
     fits_phone(page)
     screenshot(page, "changes")
-    page.get_by_role("link", name="data/", exact=True).click()
+    follow(page.get_by_role("link", name="data/", exact=True))
     assert _tree(page) == [("Removed", "a.csv"), ("Changes inside", "sub/")]
-    page.get_by_role("link", name="sub/", exact=True).click()
+    follow(page.get_by_role("link", name="sub/", exact=True))
     assert _tree(page) == [("Added", "deep.csv")]
     crumbs = page.get_by_role("navigation", name="Folder")
     assert crumbs.get_by_role("link").all_inner_texts() == ["(top)", "data/"]
     expect(crumbs.locator("[aria-current=location]")).to_have_text("sub/")
-    crumbs.get_by_role("link", name="data/").click()
+    follow(crumbs.get_by_role("link", name="data/"))
     assert _tree(page)[0] == ("Removed", "a.csv")
     page.get_by_role("navigation", name="Folder").get_by_role("link", name="(top)").click()
-    page.get_by_role("link", name=f"{HOSTILE[0]}/", exact=True).click()
+    follow(page.get_by_role("link", name=f"{HOSTILE[0]}/", exact=True))
     assert _tree(page) == [("Added", "inner.txt")]
     page.get_by_role("navigation", name="Folder").get_by_role("link", name="(top)").click()
-    page.get_by_role("link", name=SCRIPT_FOLDER, exact=True).click()
+    follow(page.get_by_role("link", name=SCRIPT_FOLDER, exact=True))
     assert _tree(page) == [("Added", HOSTILE[1][len(SCRIPT_FOLDER) :])]
     assert page.locator("img").count() == 0
 
@@ -198,7 +200,7 @@ def test_revert_one_path_then_a_folder_then_everything(
     page.get_by_role("button", name="Revert").click()
     page.get_by_role("link", name="data/", exact=True).click()
     page.get_by_role("link", name="Revert data/sub/").click()
-    page.get_by_role("button", name="Revert").click()
+    follow(page.get_by_role("button", name="Revert"))
     assert _tree(page) == [("Removed", "a.csv")]
     assert sorted(repo.diff(branch)) == [
         ("added", HOSTILE[0]),
@@ -330,10 +332,10 @@ def test_paging_through_the_changes(page: Page, server: Server, repo: Repo) -> N
     names = [f"f{i:03d}" for i in range(105)]
     assert [name for _, name in _tree(page)] == names[:100]
     expect(page.get_by_role("link", name="Back to start")).to_have_count(0)
-    page.get_by_role("link", name="Next page").click()
+    follow(page.get_by_role("link", name="Next page"))
     assert _tree(page) == [("Added", name) for name in names[100:]]
     expect(page.get_by_role("link", name="Next page")).to_have_count(0)
-    page.get_by_role("link", name="Back to start").click()
+    follow(page.get_by_role("link", name="Back to start"))
     assert [name for _, name in _tree(page)] == names[:100]
 
 

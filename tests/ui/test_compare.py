@@ -25,6 +25,7 @@ from tests.ui.browser import (
     HOSTILE,
     assert_accessible,
     fits_phone,
+    follow,
     screenshot,
     sign_in,
     sign_in_admin,
@@ -149,6 +150,7 @@ def _held_calls(receiver: Receiver, yard: Yard) -> int:
 
 def _rows(page: Page) -> list[tuple[str, str]]:
     """Return the diff's rows as (mark, name)."""
+    page.wait_for_load_state()
     marks = page.locator("table.diff tbody td .mark").all_inner_texts()
     names = page.locator("table.diff tbody th").all_inner_texts()
     return list(zip(marks, names, strict=True))
@@ -192,13 +194,13 @@ def test_compare_two_branches_and_browse_a_prefix(page: Page, server: Server, ya
     assert_accessible(page)
     fits_phone(page)
     screenshot(page, "compare")
-    page.get_by_role("link", name="data/").click()
+    follow(page.get_by_role("link", name="data/"))
     assert _rows(page) == [("Changed", "a.csv"), ("Changes inside", "new/")]
-    page.get_by_role("link", name="new/").click()
+    follow(page.get_by_role("link", name="new/"))
     assert _rows(page) == [("Added", "1.csv")]
     folder = page.get_by_role("navigation", name="Folder")
     expect(folder.locator("[aria-current]")).to_have_text("new/")
-    folder.get_by_role("link", name="data/").click()
+    follow(folder.get_by_role("link", name="data/"))
     assert _rows(page) == [("Changed", "a.csv"), ("Changes inside", "new/")]
     # browsing a prefix keeps the merge offered: the refs still differ
     expect(page.locator("details#merge")).to_have_count(1)
@@ -220,7 +222,7 @@ def test_any_refs_compare_and_only_a_branch_base_offers_a_merge(
     for base, source in ((yard.head("main"), "feature"), (feature_parent, "feature")):
         page.get_by_label("Base").fill(base)
         page.get_by_label("Compare", exact=True).fill(source)
-        page.get_by_role("button", name="Compare", exact=True).click()
+        follow(page.get_by_role("button", name="Compare", exact=True))
         assert len(_rows(page)) == 3, base
         expect(page.locator("details#merge")).to_have_count(0)
     page.goto(server.url + yard.compare("main", "main"))
@@ -243,10 +245,10 @@ def test_the_diff_is_paged(page: Page, server: Server, yard: Yard) -> None:
     sign_in_admin(page, server, yard.compare("main", wide))
     assert [name for _, name in _rows(page)] == made[:100]
     expect(page.get_by_role("link", name="Back to start")).to_have_count(0)
-    page.get_by_role("link", name="Next page").click()
+    follow(page.get_by_role("link", name="Next page"))
     assert [name for _, name in _rows(page)] == made[100:]
     expect(page.get_by_role("link", name="Next page")).to_have_count(0)
-    page.get_by_role("link", name="Back to start").click()
+    follow(page.get_by_role("link", name="Back to start"))
     assert [name for _, name in _rows(page)] == made[:100]
 
 

@@ -31,6 +31,7 @@ from tests.ui.browser import (
     HOSTILE,
     assert_accessible,
     fits_phone,
+    follow,
     screenshot,
     sign_in,
     sign_in_admin,
@@ -154,6 +155,7 @@ def shop(admin: httpx.Client) -> Iterator[Shop]:
 
 
 def _names(page: Page) -> list[str]:
+    page.wait_for_load_state()
     return [t.strip() for t in page.locator("#listing tbody th").all_inner_texts()]
 
 
@@ -187,9 +189,9 @@ def test_the_repository_opens_on_objects_folders_first_with_breadcrumbs(
     assert_accessible(page)
     fits_phone(page)
     screenshot(page, "objects")
-    page.get_by_role("link", name="data/", exact=True).click()
+    follow(page.get_by_role("link", name="data/", exact=True))
     assert _names(page) == ["2024/", "events.parquet", "people.csv", "people.json"]
-    page.get_by_role("link", name="2024/", exact=True).click()
+    follow(page.get_by_role("link", name="2024/", exact=True))
     assert _names(page) == ["jan.csv"]
     crumbs = page.get_by_role("navigation", name="Folders")
     expect(crumbs).to_have_text(f"{shop.name} / data/2024/")
@@ -197,10 +199,10 @@ def test_the_repository_opens_on_objects_folders_first_with_breadcrumbs(
     crumbs.get_by_role("link", name="data/", exact=True).click()
     expect(page).to_have_url(f"{server.url}{shop.tab('ref=main&path=data%2F')}")
     crumbs = page.get_by_role("navigation", name="Folders")
-    crumbs.get_by_role("link", name=shop.name).click()
+    follow(crumbs.get_by_role("link", name=shop.name))
     assert _names(page)[-1] == "README.md"
     # a folder of hostile name opens and shows its object
-    page.get_by_role("link", name=hostile_folder, exact=True).click()
+    follow(page.get_by_role("link", name=hostile_folder, exact=True))
     assert _names(page) == [HOSTILE[1].rsplit("/", 1)[1]]
     _only_own_scripts(page)
 
@@ -242,7 +244,7 @@ def test_browse_at_a_tag_a_commit_and_an_expression(
     # back on the branch through the list
     page.goto(f"{server.url}/ui/repositories/{name}/objects?ref=v1")
     page.get_by_label("Ref", exact=True).select_option("main")
-    page.get_by_role("button", name="Show").click()
+    follow(page.get_by_role("button", name="Show"))
     assert _names(page) == ["first.txt", "second.txt", "staged.txt"]
     # a ref that names nothing shows the server's message
     page.get_by_label("Commit ID or ref expression").fill("no-such-ref")
@@ -263,12 +265,12 @@ def test_paging_through_250_objects_of_one_folder(
     shown = [p.removeprefix("many/") for p in paths]
     assert _names(page) == shown[:100]
     expect(page.get_by_role("link", name="Back to start")).to_have_count(0)
-    page.get_by_role("link", name="Next page").click()
+    follow(page.get_by_role("link", name="Next page"))
     assert _names(page) == shown[100:200]
-    page.get_by_role("link", name="Next page").click()
+    follow(page.get_by_role("link", name="Next page"))
     assert _names(page) == shown[200:]
     expect(page.get_by_role("link", name="Next page")).to_have_count(0)
-    page.get_by_role("link", name="Back to start").click()
+    follow(page.get_by_role("link", name="Back to start"))
     assert _names(page) == shown[:100]
     expect(page.get_by_role("navigation", name="Folders")).to_have_text(f"{name} / many/")
 

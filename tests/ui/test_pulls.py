@@ -20,6 +20,7 @@ from tests.ui.browser import (
     HOSTILE,
     assert_accessible,
     fits_phone,
+    follow,
     screenshot,
     sign_in,
     sign_in_admin,
@@ -152,7 +153,7 @@ def test_open_a_pull_request_then_close_it(page: Page, server: Server, desk: Des
     source = desk.branch_with("close-me.txt", b"x")
     pull_id = desk.open(source, "to be closed")
     sign_in_admin(page, server, desk.url)
-    page.get_by_role("link", name="to be closed").click()
+    follow(page.get_by_role("link", name="to be closed"))
     # a close without the session's CSRF token is refused, and closes nothing
     forged = page.request.post(f"{page.url}/close", form={"status": "closed"})
     assert forged.status == 403 and "Request refused" in forged.text()

@@ -13,7 +13,14 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.integration.harness import Server, unique
-from tests.ui.browser import assert_accessible, fits_phone, screenshot, sign_in, sign_in_admin
+from tests.ui.browser import (
+    assert_accessible,
+    fits_phone,
+    follow,
+    screenshot,
+    sign_in,
+    sign_in_admin,
+)
 from tests.ui.conftest import make_user
 
 pytestmark = pytest.mark.ui
@@ -31,6 +38,7 @@ def _mirror(admin: httpx.Client, name: str, source: str) -> None:
 
 
 def _names(page: Page) -> list[str]:
+    page.wait_for_load_state()
     return page.locator("tbody tr td:first-child a").all_inner_texts()
 
 
@@ -97,10 +105,10 @@ def test_paging_through_250_repositories(page: Page, server: Server, admin: http
             expect(page.get_by_role("link", name="Back to start")).to_have_count(
                 0 if not seen[:-100] else 1
             )
-            page.get_by_role("link", name="Next page").click()
+            follow(page.get_by_role("link", name="Next page"))
     assert seen == names
     expect(page.get_by_role("link", name="Next page")).to_have_count(0)
-    page.get_by_role("link", name="Back to start").click()
+    follow(page.get_by_role("link", name="Back to start"))
     assert _names(page) == names[:100]
     assert_accessible(page)
 

@@ -22,6 +22,7 @@ from tests.ui.browser import (
     HOSTILE,
     assert_accessible,
     fits_phone,
+    follow,
     screenshot,
     sign_in,
     sign_in_admin,
@@ -92,6 +93,7 @@ def viewer(admin: httpx.Client) -> User:
 
 
 def _rule_rows(page: Page) -> list[tuple[str, str]]:
+    page.wait_for_load_state()
     rows = page.locator(".rule-row")
     return [
         (
@@ -194,7 +196,7 @@ def test_gc_rule_rows_without_script(browser: Browser, server: Server, repo: Rep
         page.locator("#rule-branch-1").fill("main")
         page.locator("#rule-days-1").fill("9")
         # without script the server draws the new row, keeping what was typed
-        page.get_by_role("button", name="Add branch rule").click()
+        follow(page.get_by_role("button", name="Add branch rule"))
         assert _rule_rows(page) == [("main", "9"), ("", "")]
         expect(page.get_by_label("Default retention (days)")).to_have_value("5")
         page.locator("#rule-branch-2").fill("dev")
