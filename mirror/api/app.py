@@ -15,6 +15,7 @@ from mirror import __version__
 from mirror.api import health
 from mirror.api.deps import ApiState
 from mirror.api.errors import in_request_context
+from mirror.api.fast_reads import install_fast_reads
 from mirror.api.routers import (
     acl,
     auth,
@@ -210,4 +211,6 @@ def create_app(
     ):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)
+    # stat, read and list: their plain requests skip FastAPI's dependency resolution
+    install_fast_reads(app, API_PREFIX, objects.FAST_READS)
     return app

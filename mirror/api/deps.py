@@ -18,6 +18,7 @@ from mirror.auth.store import AuthStore
 from mirror.auth.tokens import carries_token, login_user
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
+from mirror.core.model import Repository
 from mirror.errors import LakeMirrorError
 from mirror.httputil.request_log import note_user
 
@@ -30,6 +31,7 @@ __all__ = [
     "get_caller",
     "get_optional_caller",
     "get_state",
+    "inline_repository",
     "reads_inline",
     "run_read",
 ]
@@ -85,13 +87,18 @@ def reads_inline(state: ApiState, repository: str) -> bool:
     on a worker thread and the event loop keeps serving. This look-up never raises: any error
     is left for the read to answer, after its permission check.
     """
+    return inline_repository(state, repository) is not None
+
+
+def inline_repository(state: ApiState, repository: str) -> Repository | None:
+    """Return the repository when :func:`reads_inline` says yes (for the read), else ``None``."""
     if not state.inline_reads:
-        return False
+        return None
     try:
         repo = state.catalog.get_repository(repository)
     except LakeMirrorError:
-        return False
-    return repo.storage_namespace.startswith(LOCAL_SCHEME)
+        return None
+    return repo if repo.storage_namespace.startswith(LOCAL_SCHEME) else None
 
 
 async def run_read(

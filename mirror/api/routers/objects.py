@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 import time
+from collections.abc import Callable
 from tempfile import SpooledTemporaryFile
 from typing import Annotated, Any, BinaryIO, cast
 
@@ -26,10 +27,11 @@ from mirror.api.deps import (
     Caller,
     CallerDep,
     StateDep,
-    reads_inline,
+    inline_repository,
     run_read,
 )
 from mirror.api.errors import read_only_message
+from mirror.api.fast_reads import REQUIRED, QueryParam, QueryValues, Serve
 from mirror.api.models import (
     ObjectCopyCreation,
     ObjectError,
@@ -55,7 +57,7 @@ from mirror.core.errors import (
     ProtectedBranchError,
     RepositoryReadOnlyError,
 )
-from mirror.core.model import AddressType, Entry, ObjectStat
+from mirror.core.model import AddressType, Entry, ObjectStat, Repository
 from mirror.core.protection import check_staging_write
 from mirror.core.validate import validate_path
 from mirror.errors import InvalidValueError, PreconditionFailedError
@@ -63,7 +65,7 @@ from mirror.httputil.disposition import attachment, path_base
 from mirror.httputil.errors import error_response, message_for
 from mirror.httputil.streams import CHUNK, BlockReader, iter_block, parse_range
 
-__all__ = ["router"]
+__all__ = ["FAST_READS", "router"]
 
 router = APIRouter(route_class=LakeFSRoute, tags=["objects"])
 
@@ -230,7 +232,20 @@ async def get_object(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Return an object's bytes: all (200), or one ``Range`` (206; 416 past the end)."""
-    if not reads_inline(state, repository):
+    return await _read_object(repository, ref, state, caller, path, range_, if_none_match)
+
+
+async def _read_object(
+    repository: str,
+    ref: str,
+    state: ApiState,
+    caller: Caller,
+    path: str,
+    range_: str | None,
+    if_none_match: str | None,
+) -> Response:
+    repo = inline_repository(state, repository)
+    if repo is None:
         return await run_in_threadpool(
             _get_object, repository, ref, state, caller, path, range_, if_none_match
         )
@@ -241,9 +256,9 @@ async def get_object(
     ):
         # the bytes are in another store (an imported object): read them on a worker thread
         return await run_in_threadpool(
-            _serve_object, repository, state, stat, range_, if_none_match
+            _serve_object, repository, state, stat, range_, if_none_match, repo
         )
-    return _serve_object(repository, state, stat, range_, if_none_match)
+    return _serve_object(repository, state, stat, range_, if_none_match, repo)
 
 
 def _get_object(
@@ -266,7 +281,9 @@ def _serve_object(
     stat: ObjectStat,
     range_: str | None,
     if_none_match: str | None,
+    repo: Repository | None = None,
 ) -> Response:
+    """Answer a read of ``stat``'s bytes (``repo``: the repository, when already read)."""
     catalog = state.catalog
     size = stat.entry.size
     headers = _content_headers(stat)
@@ -277,7 +294,9 @@ def _serve_object(
     except InvalidRangeError as exc:
         return _range_error(exc, size, head=False)
     start, end = span or (0, size)
-    store, key = catalog.open_entry(catalog.get_repository(repository), stat.entry)
+    if repo is None:
+        repo = catalog.get_repository(repository)
+    store, key = catalog.open_entry(repo, stat.entry)
     chunks = iter_block(store, key, start, end)
     # read the first chunk now, so that missing data is an error status, not a cut stream
     first = list(itertools.islice(chunks, 1))
@@ -485,3 +504,61 @@ def copy_object(
         metadata=dict(src.entry.metadata),
     )
     return object_model(catalog.stage_object(repository, branch, dest_path, entry))
+
+
+# The plain requests of the three hottest reads, taken before FastAPI's dependency resolution
+# (mirror.api.fast_reads): each answers through the same function as its route.
+_PATH = QueryParam("path", str, REQUIRED)
+_USER_METADATA = QueryParam("user_metadata", bool, True)
+_PRESIGN = QueryParam("presign", bool, None)
+
+
+async def _fast_stat(
+    state: ApiState, request: Request, caller: Caller, at: dict[str, str], query: QueryValues
+) -> Response:
+    repository, ref = at["repository"], at["ref"]
+    args = (repository, ref, state, caller, query["path"], query["user_metadata"])
+    return await run_read(state, repository, _stat_object, *args)
+
+
+async def _fast_read(
+    state: ApiState, request: Request, caller: Caller, at: dict[str, str], query: QueryValues
+) -> Response:
+    headers = request.headers
+    return await _read_object(
+        at["repository"],
+        at["ref"],
+        state,
+        caller,
+        query["path"],
+        headers.get("range"),
+        headers.get("if-none-match"),
+    )
+
+
+async def _fast_list(
+    state: ApiState, request: Request, caller: Caller, at: dict[str, str], query: QueryValues
+) -> Response:
+    repository, ref = at["repository"], at["ref"]
+    args = (repository, ref, state, caller, query["after"], query["amount"], query["delimiter"])
+    return await run_read(
+        state, repository, _list_objects, *args, query["prefix"], query["user_metadata"]
+    )
+
+
+FAST_READS: dict[Callable[..., Any], tuple[tuple[QueryParam, ...], Serve]] = {
+    stat_object: ((_PATH, _USER_METADATA, _PRESIGN), _fast_stat),
+    get_object: ((_PATH, _PRESIGN), _fast_read),
+    list_objects: (
+        (
+            QueryParam("after", str, ""),
+            QueryParam("amount", int, 0),
+            QueryParam("delimiter", str, ""),
+            QueryParam("prefix", str, ""),
+            _USER_METADATA,
+            _PRESIGN,
+        ),
+        _fast_list,
+    ),
+}
+"""The object reads :func:`~mirror.api.fast_reads.install_fast_reads` serves plainly."""
