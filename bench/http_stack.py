@@ -1,14 +1,22 @@
-"""The HTTP stack side by side: uvicorn's h11 protocol against the httptools one LakeMirror serves.
+"""The HTTP stack side by side: two variants of the same build, one cell right after the other.
 
-Run ``python -m bench.http_stack`` (options: ``--requests``, ``--concurrency``, ``--rounds``).
-For each protocol it starts, as separate processes on free ports of 127.0.0.1, ``bench.api``'s
-bare FastAPI app and a ``lakemirror server`` (embedded default, one worker), the h11 ones with
-``mirror.cli.serving.HTTP_PROTOCOL_ENV=h11``; everything else is the same build and options.
-It fills each server with ``bench.api``'s 1,000 objects, then measures ``bench.api``'s cells
-(bare GET and POST, stat, read 1 KiB, list 1,000, upload, commit) on both protocols one right
-after the other, ``--rounds`` times, alternating which goes first; the table shows, per cell,
-the median over the rounds of each protocol's server CPU per request and throughput, and their
-ratio. Commit CPU includes its staging upload (``bench.api`` says how to take it out).
+Run ``python -m bench.http_stack`` (options: ``--compare``, ``--requests``, ``--concurrency``,
+``--rounds``). ``--compare`` picks the two variants (:data:`COMPARISONS`):
+
+- ``protocol`` (the default): uvicorn's h11 protocol against the httptools one LakeMirror
+  serves (``mirror.cli.serving.HTTP_PROTOCOL_ENV=h11`` selects h11);
+- ``fast-reads``: every request through FastAPI's routes against the fast routes of stat, read
+  and list (:mod:`mirror.api.fast_reads`; ``mirror.cli.serving.FAST_READS_ENV=off`` turns them
+  off).
+
+For each variant it starts, as separate processes on free ports of 127.0.0.1, ``bench.api``'s
+bare FastAPI app and a ``lakemirror server`` (embedded default, one worker); everything but the
+variant's environment is the same build and options. It fills each server with ``bench.api``'s
+1,000 objects, then measures ``bench.api``'s cells (bare GET and POST, stat, read 1 KiB, list
+1,000, upload, commit) on both variants one right after the other, ``--rounds`` times,
+alternating which goes first; the table shows, per cell, the median over the rounds of each
+variant's server CPU per request and throughput, and their ratio. Commit CPU includes its
+staging upload (``bench.api`` says how to take it out).
 """
 
 from __future__ import annotations
@@ -44,26 +52,36 @@ from bench.api import (
     run_cell,
 )
 from bench.machine import run_footer
-from mirror.cli.serving import HTTP_PROTOCOL_ENV
+from mirror.cli.serving import FAST_READS_ENV, HTTP_PROTOCOL_ENV
 
 __all__ = ["main"]
 
-PROTOCOLS = ("h11", "httptools")
-"""``httptools``: :class:`mirror.cli.http_protocol.HttpToolsProtocol`, what LakeMirror serves."""
-COLUMNS = (
-    "operation",
-    "conc.",
-    "CPU ms/req h11",
-    "CPU ms/req httptools",
-    "CPU ratio",
-    "req/s h11",
-    "req/s httptools",
-)
+Variant = tuple[str, dict[str, str]]
+"""A variant's name and the environment its servers get."""
+
+COMPARISONS: dict[str, tuple[Variant, Variant]] = {
+    # httptools: mirror.cli.http_protocol.HttpToolsProtocol, what LakeMirror serves
+    "protocol": (("h11", {HTTP_PROTOCOL_ENV: "h11"}), ("httptools", {})),
+    "fast-reads": (("routed", {FAST_READS_ENV: "off"}), ("fast", {})),
+}
+"""Each comparison's variants: the one before, then the one LakeMirror serves."""
+
+
+def _columns(before: str, after: str) -> tuple[str, ...]:
+    return (
+        "operation",
+        "conc.",
+        f"CPU ms/req {before}",
+        f"CPU ms/req {after}",
+        "CPU ratio",
+        f"req/s {before}",
+        f"req/s {after}",
+    )
 
 
 @dataclass
 class _Target:
-    """One protocol's two servers: the bare app and ``lakemirror server``."""
+    """One variant's two servers: the bare app and ``lakemirror server``."""
 
     bare_pid: int
     bare_clients: list[httpx.Client]
@@ -90,17 +108,21 @@ def _ms(value: float | None) -> str:
 
 
 def run(
-    requests: int, concurrencies: Sequence[int], rounds: int, seed: int
+    variants: tuple[Variant, Variant],
+    requests: int,
+    concurrencies: Sequence[int],
+    rounds: int,
+    seed: int,
 ) -> dict[tuple[str, int, str], list[Cell]]:
-    """Measure every cell on both protocols ``rounds`` times; return the cells by key."""
+    """Measure every cell on both variants ``rounds`` times; return the cells by key."""
     most = max(concurrencies)
+    names = tuple(name for name, _ in variants)
     found: dict[tuple[str, int, str], list[Cell]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-http-") as name, ExitStack() as stack:
         targets: dict[str, _Target] = {}
-        for protocol in PROTOCOLS:
+        for protocol, env in variants:
             tmp = Path(name) / protocol
             tmp.mkdir()
-            env = {HTTP_PROTOCOL_ENV: protocol}
             bare_url, bare_pid = stack.enter_context(bare_server(tmp, "warning", env))
             bare_clients = stack.enter_context(_clients(bare_url, most))
             url, key, pid = stack.enter_context(lakemirror_server(tmp, "warning", 1, env))
@@ -110,7 +132,7 @@ def run(
             ops = [BareGet(), BarePost(), *_operations(seed)]
             targets[protocol] = _Target(bare_pid, bare_clients, pid, clients, ops)
         for r in range(rounds):
-            order = PROTOCOLS if r % 2 == 0 else tuple(reversed(PROTOCOLS))
+            order = names if r % 2 == 0 else tuple(reversed(names))
             for concurrency in concurrencies:
                 for k in range(2 + len(_operations(seed))):
                     for protocol in order:
@@ -124,14 +146,14 @@ def run(
     return found
 
 
-def format_table(found: dict[tuple[str, int, str], list[Cell]]) -> str:
-    """Return the medians of each cell on both protocols as a Markdown table."""
+def format_table(found: dict[tuple[str, int, str], list[Cell]], before: str, after: str) -> str:
+    """Return the medians of each cell on both variants as a Markdown table."""
     keys = list(dict.fromkeys((name, conc) for name, conc, _ in found))
     body = []
     for name, conc in keys:
-        cpu = {p: _median([c.cpu_ms for c in found[(name, conc, p)]]) for p in PROTOCOLS}
-        rate = {p: _median([c.throughput for c in found[(name, conc, p)]]) for p in PROTOCOLS}
-        old, new = cpu["h11"], cpu["httptools"]
+        cpu = {p: _median([c.cpu_ms for c in found[(name, conc, p)]]) for p in (before, after)}
+        rate = {p: _median([c.throughput for c in found[(name, conc, p)]]) for p in (before, after)}
+        old, new = cpu[before], cpu[after]
         ratio = "-" if old is None or new is None or old == 0 else f"{new / old:.2f}x"
         body.append(
             [
@@ -140,11 +162,11 @@ def format_table(found: dict[tuple[str, int, str], list[Cell]]) -> str:
                 _ms(old),
                 _ms(new),
                 ratio,
-                f"{rate['h11'] or 0:,.0f}",
-                f"{rate['httptools'] or 0:,.0f}",
+                f"{rate[before] or 0:,.0f}",
+                f"{rate[after] or 0:,.0f}",
             ]
         )
-    return _markdown(COLUMNS, body)
+    return _markdown(_columns(before, after), body)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,6 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "--compare", choices=sorted(COMPARISONS), default="protocol", help="the two variants"
+    )
     parser.add_argument("--requests", type=int, default=1000, help="timed requests per cell")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--rounds", type=int, default=3, help="measurements of every cell")
@@ -162,18 +187,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.requests < 1 or args.rounds < 1 or any(c < 1 for c in args.concurrency):
         parser.error("--requests, --rounds and --concurrency must be positive")
     started, load = time.perf_counter(), os.getloadavg()[0]
-    found = run(args.requests, sorted(set(args.concurrency)), args.rounds, args.seed)
+    variants = COMPARISONS[args.compare]
+    (before, _), (after, _) = variants
+    found = run(variants, args.requests, sorted(set(args.concurrency)), args.rounds, args.seed)
     print(f"machine: {machine()}")
     print(
-        f"command: python -m bench.http_stack --requests {args.requests} --concurrency "
+        f"command: python -m bench.http_stack --compare {args.compare} "
+        f"--requests {args.requests} --concurrency "
         f"{' '.join(map(str, sorted(set(args.concurrency))))} --rounds {args.rounds}"
     )
     print(
         "CPU ms/req: the server process's user + system CPU per timed request, median of the "
-        "rounds; CPU ratio: httptools over h11"
+        f"rounds; CPU ratio: {after} over {before}"
     )
     print()
-    print(format_table(found))
+    print(format_table(found, before, after))
     print()
     print(run_footer(started, load))
     return 0

@@ -100,6 +100,7 @@ def create_app(
     gc_settings: GCSettings | None = None,
     login_tokens: LoginTokens | None = None,
     logout_redirect_url: str = "/auth/login",
+    fast_reads: bool = True,
 ) -> FastAPI:
     """Return the lakeFS-compatible API app.
 
@@ -122,6 +123,8 @@ def create_app(
         login_tokens: Signs and verifies login tokens (default: a random key, for an app that
             is the only process of its installation).
         logout_redirect_url: Where ``GET /logout`` sends the browser (``auth.logout_redirect_url``).
+        fast_reads: Serve plain stat, read and list requests by :mod:`mirror.api.fast_reads`
+            (``False``: through FastAPI's routes, as every other request).
     """
     auth_store.ensure_builtins()
     starters = tuple(on_startup)
@@ -211,6 +214,7 @@ def create_app(
     ):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)
-    # stat, read and list: their plain requests skip FastAPI's dependency resolution
-    install_fast_reads(app, API_PREFIX, objects.FAST_READS)
+    if fast_reads:
+        # stat, read and list: their plain requests skip FastAPI's dependency resolution
+        install_fast_reads(app, API_PREFIX, objects.FAST_READS)
     return app

@@ -21,7 +21,13 @@ from mirror.cli.repository_cleanups import (
     register_repository_cleanups,
     resume_deletions_in_background,
 )
-from mirror.cli.serving import UVICORN_OPTIONS, serve, serve_workers, worker_config
+from mirror.cli.serving import (
+    UVICORN_OPTIONS,
+    fast_reads,
+    serve,
+    serve_workers,
+    worker_config,
+)
 from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig, S3Settings
 from mirror.core.catalog import Catalog
 from mirror.errors import UnavailableError
@@ -326,6 +332,7 @@ def build_app(
         gc_settings=config.gc,
         login_tokens=login_tokens,
         logout_redirect_url=config.auth.logout_redirect_url,
+        fast_reads=fast_reads(),
     )
     api.state.link_signer = LinkSigner.from_material(link_key_material(config))
     front: ASGIApp = api

@@ -46,12 +46,14 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
 __all__ = [
+    "FAST_READS_ENV",
     "FORCE_EXIT_GRACE",
     "HTTP_PROTOCOL_ENV",
     "MULTIPROC_ENV",
     "STATE_ENV",
     "UVICORN_OPTIONS",
     "GracefulServer",
+    "fast_reads",
     "serve",
     "serve_workers",
     "uvicorn_options",
@@ -72,6 +74,17 @@ UVICORN_OPTIONS: dict[str, Any] = {
 HTTP_PROTOCOL_ENV = "_LAKEMIRROR_HTTP_PROTOCOL"
 """``h11`` serves with uvicorn's pure-Python protocol instead: ``bench.http_stack`` compares the
 two on the same build (not a configuration key)."""
+
+
+FAST_READS_ENV = "_LAKEMIRROR_FAST_READS"
+"""``off`` sends stat, read and list through FastAPI's routes too (:mod:`mirror.api.fast_reads`):
+``bench.http_stack --compare fast-reads`` compares the two on the same build (not a
+configuration key)."""
+
+
+def fast_reads() -> bool:
+    """Return whether the API serves plain object reads by its fast routes (see FAST_READS_ENV)."""
+    return os.environ.get(FAST_READS_ENV) != "off"
 
 
 def uvicorn_options() -> dict[str, Any]:

@@ -97,18 +97,23 @@ def test_bench_api_compares_worker_counts(capsys: pytest.CaptureFixture[str]) ->
         assert float(row[2].replace(",", "")) > 0 and float(row[3].replace(",", "")) > 0
 
 
-def test_bench_http_stack_compares_both_protocols(capsys: pytest.CaptureFixture[str]) -> None:
-    from bench.http_stack import COLUMNS as STACK_COLUMNS
+@pytest.mark.parametrize("comparison", ["protocol", "fast-reads"])
+def test_bench_http_stack_compares_two_variants(
+    capsys: pytest.CaptureFixture[str], comparison: str
+) -> None:
+    from bench.http_stack import COMPARISONS, _columns
     from bench.http_stack import main as stack_main
 
-    assert stack_main(["--requests", "5", "--concurrency", "2", "--rounds", "1"]) == 0
+    argv = ["--compare", comparison, "--requests", "5", "--concurrency", "2", "--rounds", "1"]
+    assert stack_main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     header = next(line for line in lines if line.startswith("| operation"))
-    assert _cells(header) == list(STACK_COLUMNS)
+    (before, _), (after, _) = COMPARISONS[comparison]
+    assert _cells(header) == list(_columns(before, after))
     rows = [_cells(line) for line in lines if line.startswith("| ") and line != header]
     expected = [op for op in OPERATIONS if op != "create branch"]
     assert sorted(r[0] for r in rows) == sorted(expected)
     for row in rows:
         assert row[1] == "2"
-        # each protocol's server answered every request and used some CPU doing so
+        # each variant's server answered every request and used some CPU doing so
         assert float(row[5].replace(",", "")) > 0 and float(row[6].replace(",", "")) > 0

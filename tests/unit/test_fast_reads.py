@@ -20,6 +20,7 @@ from mirror.api.app import create_app
 from mirror.api.fast_reads import REQUIRED, FastRead, QueryParam, parse_query
 from mirror.auth import AuthStore
 from mirror.block import BlockResolver
+from mirror.cli.serving import FAST_READS_ENV, fast_reads
 from mirror.core.catalog import Catalog
 from mirror.kv.sqlite import SqliteKV
 
@@ -170,3 +171,19 @@ async def test_fast_requests_count_under_their_route_template(client: httpx.Asyn
     metrics = (await client.get("/metrics")).text
     template = "/api/v1/repositories/{repository}/refs/{ref}/objects/stat"
     assert f'method="GET",route="{template}",status="200"' in metrics
+
+
+def test_the_fast_routes_can_be_left_out(
+    catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    auth = AuthStore(catalog.kv)
+    for on in (True, False):
+        app = create_app(catalog, auth, fast_reads=on)
+        fast = [r for r in app.router.routes if isinstance(r, FastRead)]
+        assert [r.path.rsplit("/", 1)[-1] for r in fast] == (
+            ["stat", "objects", "ls"] if on else []
+        )
+    monkeypatch.setenv(FAST_READS_ENV, "off")
+    assert fast_reads() is False
+    monkeypatch.delenv(FAST_READS_ENV)
+    assert fast_reads() is True
