@@ -82,6 +82,11 @@ def _mirror(
     return name, namespace
 
 
+def _advances(replicant: Replicant, name: str) -> float:
+    """Return how many times ``replicant`` counted an advance of mirror ``name``'s heads."""
+    return replicant.metric("lakemirror_head_advances_total", mirror=name)
+
+
 def test_basic_flow_commits_appear_whole_and_uncommitted_never(
     world: TwoRegions, replicant: Replicant
 ) -> None:
@@ -101,13 +106,15 @@ def test_basic_flow_commits_appear_whole_and_uncommitted_never(
         advances = replicant.metric("lakemirror_head_advances_total", mirror=name)
         commit = main.commit(f"add {count} objects")
         wait_for(lambda: world.b.head(name, "main") == commit.get_commit().id, 30, "mirror head")
+        # the replicant counts an advance once the destination has answered the head's move
+        wait_for(lambda: _advances(replicant, name) > advances, 30, "the advance counted")
         assert _objects(world.b.client, name, "main") == _objects(
             world.a.client, repo.id, commit.get_commit().id
         )
         status = world.mirror_status(replicant, repo.id, name)
         branch = next(s for s in status["status"] if s["branch"] == "main")
         assert branch["state"] == "synced" and branch["mirror_head"] == commit.get_commit().id
-        assert replicant.metric("lakemirror_head_advances_total", mirror=name) == advances + 1
+        assert _advances(replicant, name) == advances + 1
     finally:
         checker.stop()
     assert checker.violations == []
@@ -166,6 +173,7 @@ def test_skipped_commits_only_the_newest_head_is_validated(world: TwoRegions) ->
     last = main.commit(f"delete {count - 1} of them").get_commit().id
     with world.replicant("skip-2") as replicant:
         wait_for(lambda: world.b.head(name, "main") == last, 60, "the newest head")
+        wait_for(lambda: _advances(replicant, name) >= 1, 30, "the advance counted")
         assert replicant.metric("lakemirror_commits_skipped_total", mirror=name) == 1
         assert replicant.metric("lakemirror_head_advances_total", mirror=name) == 1
         complete = replicant.metric("lakemirror_validations_total", mirror=name, result="complete")
@@ -213,6 +221,10 @@ def test_catching_up_under_a_commit_every_200ms(world: TwoRegions, replicant: Re
         sampler.join(timeout=30)
     # the head kept advancing during the storm, skipping commits rather than falling behind
     assert heads_while_writing >= 3
-    assert replicant.metric("lakemirror_commits_skipped_total", mirror=name) > 0
+    wait_for(
+        lambda: replicant.metric("lakemirror_commits_skipped_total", mirror=name) > 0,
+        30,
+        "a skipped commit counted",
+    )
     assert set(seen_heads) <= {initial, *commits}
     assert max(lags) < MAX_LAG[world.backend]
