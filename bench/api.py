@@ -416,10 +416,10 @@ def _tail(log: Path) -> str:
 
 @contextmanager
 def _process(
-    command: Sequence[str], health_url: str, log: Path, env: dict[str, str]
+    command: Sequence[str], health_url: str, log: Path, env: dict[str, str], root: Path = ROOT
 ) -> Iterator[subprocess.Popen[bytes]]:
     with open(log, "ab") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         _wait_healthy(process, health_url, log)
         yield process
@@ -432,23 +432,27 @@ def _process(
             process.wait()
 
 
-def _env() -> dict[str, str]:
+def _env(root: Path = ROOT) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMIRROR_")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
     return env
 
 
 @contextmanager
 def lakemirror_server(
-    tmp: Path, log_level: str, workers: int = 1, extra_env: dict[str, str] | None = None
+    tmp: Path,
+    log_level: str,
+    workers: int = 1,
+    extra_env: dict[str, str] | None = None,
+    root: Path = ROOT,
 ) -> Iterator[tuple[str, tuple[str, str], int]]:
     """Run ``lakemirror server`` with ``workers`` worker processes on a temporary data directory.
 
     Yields its URL, the administrator's key and the (parent) process ID. ``extra_env`` is added
-    to its environment.
+    to its environment; ``root``: the source tree it runs from (another revision's, to compare).
     """
     key = ("AKIAJ" + secrets.token_hex(8).upper()[:15], secrets.token_urlsafe(30))
-    env = {**_env(), **(extra_env or {})}
+    env = {**_env(root), **(extra_env or {})}
     env["LAKEMIRROR_ADMIN_ACCESS_KEY_ID"], env["LAKEMIRROR_ADMIN_SECRET_ACCESS_KEY"] = key
     env["LAKEMIRROR_SERVER__WORKERS"] = str(workers)
     port = free_port()
@@ -457,21 +461,24 @@ def lakemirror_server(
     command += ["--port", str(port), "--data-dir", str(tmp / f"data-{workers}")]
     command += ["--log-level", log_level]
     log = tmp / f"server-{workers}.log"
-    with _process(command, f"{url}/healthz", log, env) as process:
+    with _process(command, f"{url}/healthz", log, env, root) as process:
         yield url, key, process.pid
 
 
 @contextmanager
 def bare_server(
-    tmp: Path, log_level: str, extra_env: dict[str, str] | None = None
+    tmp: Path, log_level: str, extra_env: dict[str, str] | None = None, root: Path = ROOT
 ) -> Iterator[tuple[str, int]]:
-    """Run the bare FastAPI app of this module in its own process; yield its URL and PID."""
+    """Run the bare FastAPI app of this module in its own process; yield its URL and PID.
+
+    ``root``: the source tree it runs from, as for :func:`lakemirror_server`.
+    """
     port = free_port()
     command = [sys.executable, "-m", "bench.api", "--serve-bare", str(port)]
     command += ["--log-level", log_level]
     url = f"http://127.0.0.1:{port}"
-    env = {**_env(), **(extra_env or {})}
-    with _process(command, f"{url}/small", tmp / "bare.log", env) as process:
+    env = {**_env(root), **(extra_env or {})}
+    with _process(command, f"{url}/small", tmp / "bare.log", env, root) as process:
         yield url, process.pid
 
 

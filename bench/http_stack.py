@@ -1,13 +1,15 @@
 """The HTTP stack side by side: two variants of the same build, one cell right after the other.
 
-Run ``python -m bench.http_stack`` (options: ``--compare``, ``--requests``, ``--concurrency``,
-``--rounds``). ``--compare`` picks the two variants (:data:`COMPARISONS`):
+Run ``python -m bench.http_stack`` (options: ``--compare``, ``--before``, ``--requests``,
+``--concurrency``, ``--rounds``). ``--compare`` picks the two variants (:data:`COMPARISONS`):
 
 - ``protocol`` (the default): uvicorn's h11 protocol against the httptools one LakeMirror
   serves (``mirror.cli.serving.HTTP_PROTOCOL_ENV=h11`` selects h11);
 - ``fast-reads``: every request through FastAPI's routes against the fast routes of stat, read
   and list (:mod:`mirror.api.fast_reads`; ``mirror.cli.serving.FAST_READS_ENV=off`` turns them
-  off).
+  off);
+- ``revision``: the sources of the git revision ``--before`` (exported to a temporary
+  directory, run with the same installed packages) against this checkout's.
 
 For each variant it starts, as separate processes on free ports of 127.0.0.1, ``bench.api``'s
 bare FastAPI app and a ``lakemirror server`` (embedded default, one worker); everything but the
@@ -22,18 +24,22 @@ staging upload (``bench.api`` says how to take it out).
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import statistics
+import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from bench.api import (
+    ROOT,
     BareGet,
     BarePost,
     Cell,
@@ -56,15 +62,42 @@ from mirror.cli.serving import FAST_READS_ENV, HTTP_PROTOCOL_ENV
 
 __all__ = ["main"]
 
-Variant = tuple[str, dict[str, str]]
-"""A variant's name and the environment its servers get."""
+
+@dataclass(frozen=True)
+class Variant:
+    """What one side of a comparison runs: its name, its servers' environment and sources."""
+
+    name: str
+    env: dict[str, str] = field(default_factory=dict)
+    root: Path = ROOT
+
 
 COMPARISONS: dict[str, tuple[Variant, Variant]] = {
     # httptools: mirror.cli.http_protocol.HttpToolsProtocol, what LakeMirror serves
-    "protocol": (("h11", {HTTP_PROTOCOL_ENV: "h11"}), ("httptools", {})),
-    "fast-reads": (("routed", {FAST_READS_ENV: "off"}), ("fast", {})),
+    "protocol": (Variant("h11", {HTTP_PROTOCOL_ENV: "h11"}), Variant("httptools")),
+    "fast-reads": (Variant("routed", {FAST_READS_ENV: "off"}), Variant("fast")),
 }
-"""Each comparison's variants: the one before, then the one LakeMirror serves."""
+"""Each comparison's variants: the one before, then the one LakeMirror serves
+(``revision``'s are made from ``--before``: :func:`revision_variants`)."""
+
+
+def export_revision(revision: str, into: Path) -> Path:
+    """Write the sources of git ``revision`` of this checkout under ``into``; return that tree."""
+    tree = into / "before"
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", revision, "mirror", "bench"],
+        capture_output=True,
+        check=True,
+    )
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(tree, filter="data")
+    return tree
+
+
+def revision_variants(revision: str, tree: Path) -> tuple[Variant, Variant]:
+    """Return ``--compare revision``'s variants: ``revision`` (from ``tree``), then this one."""
+    return Variant(revision, root=tree), Variant("this checkout")
 
 
 def _columns(before: str, after: str) -> tuple[str, ...]:
@@ -116,16 +149,17 @@ def run(
 ) -> dict[tuple[str, int, str], list[Cell]]:
     """Measure every cell on both variants ``rounds`` times; return the cells by key."""
     most = max(concurrencies)
-    names = tuple(name for name, _ in variants)
+    names = tuple(v.name for v in variants)
     found: dict[tuple[str, int, str], list[Cell]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-http-") as name, ExitStack() as stack:
         targets: dict[str, _Target] = {}
-        for protocol, env in variants:
-            tmp = Path(name) / protocol
+        for n, variant in enumerate(variants):
+            protocol, env, root = variant.name, variant.env, variant.root
+            tmp = Path(name) / str(n)
             tmp.mkdir()
-            bare_url, bare_pid = stack.enter_context(bare_server(tmp, "warning", env))
+            bare_url, bare_pid = stack.enter_context(bare_server(tmp, "warning", env, root))
             bare_clients = stack.enter_context(_clients(bare_url, most))
-            url, key, pid = stack.enter_context(lakemirror_server(tmp, "warning", 1, env))
+            url, key, pid = stack.enter_context(lakemirror_server(tmp, "warning", 1, env, root))
             clients = stack.enter_context(_clients(url, most, key))
             _log(f"{protocol}: populating the server")
             _populate(clients)
@@ -177,8 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--compare", choices=sorted(COMPARISONS), default="protocol", help="the two variants"
+        "--compare",
+        choices=[*sorted(COMPARISONS), "revision"],
+        default="protocol",
+        help="the two variants",
     )
+    parser.add_argument("--before", metavar="REV", help="with --compare revision: the git revision")
     parser.add_argument("--requests", type=int, default=1000, help="timed requests per cell")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--rounds", type=int, default=3, help="measurements of every cell")
@@ -187,12 +225,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.requests < 1 or args.rounds < 1 or any(c < 1 for c in args.concurrency):
         parser.error("--requests, --rounds and --concurrency must be positive")
     started, load = time.perf_counter(), os.getloadavg()[0]
-    variants = COMPARISONS[args.compare]
-    (before, _), (after, _) = variants
-    found = run(variants, args.requests, sorted(set(args.concurrency)), args.rounds, args.seed)
+    if (args.compare == "revision") != bool(args.before):
+        parser.error("--before REV goes with --compare revision, and only with it")
+    with tempfile.TemporaryDirectory(prefix="bench-rev-") as exported:
+        if args.before:
+            variants = revision_variants(args.before, export_revision(args.before, Path(exported)))
+        else:
+            variants = COMPARISONS[args.compare]
+        before, after = (v.name for v in variants)
+        found = run(variants, args.requests, sorted(set(args.concurrency)), args.rounds, args.seed)
     print(f"machine: {machine()}")
     print(
         f"command: python -m bench.http_stack --compare {args.compare} "
+        f"{f'--before {args.before} ' if args.before else ''}"
         f"--requests {args.requests} --concurrency "
         f"{' '.join(map(str, sorted(set(args.concurrency))))} --rounds {args.rounds}"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
 import pydantic_core
 from fastapi import Response
 from pydantic import BaseModel
@@ -30,6 +31,7 @@ __all__ = [
     "common_prefix_model",
     "common_prefix_row",
     "diff_model",
+    "encode_rows",
     "group_model",
     "json_response",
     "model_response",
@@ -132,11 +134,22 @@ def common_prefix_row(path: str) -> dict[str, Any]:
     }
 
 
+def encode_rows(content: Any) -> bytes:
+    """Return plain rows (strings, whole numbers, booleans, lists, string-keyed maps) as JSON.
+
+    The bytes are pydantic's (FastAPI's encoding of a response model): orjson writes the same
+    JSON for such rows in about a third of the time, and anything it does not encode (a string
+    with a lone surrogate, a number past 64 bits) is left to pydantic's serializer.
+    """
+    try:
+        return orjson.dumps(content)
+    except orjson.JSONEncodeError:
+        return pydantic_core.to_json(content)
+
+
 def json_response(content: Any, status_code: int = 200) -> Response:
     """Return a JSON response of plain rows, encoded as FastAPI encodes a response model."""
-    return Response(
-        pydantic_core.to_json(content), status_code=status_code, media_type="application/json"
-    )
+    return Response(encode_rows(content), status_code=status_code, media_type="application/json")
 
 
 def model_response(model: BaseModel, status_code: int = 200) -> Response:

@@ -97,7 +97,7 @@ def test_bench_api_compares_worker_counts(capsys: pytest.CaptureFixture[str]) ->
         assert float(row[2].replace(",", "")) > 0 and float(row[3].replace(",", "")) > 0
 
 
-@pytest.mark.parametrize("comparison", ["protocol", "fast-reads"])
+@pytest.mark.parametrize("comparison", ["protocol", "fast-reads", "revision"])
 def test_bench_http_stack_compares_two_variants(
     capsys: pytest.CaptureFixture[str], comparison: str
 ) -> None:
@@ -105,10 +105,14 @@ def test_bench_http_stack_compares_two_variants(
     from bench.http_stack import main as stack_main
 
     argv = ["--compare", comparison, "--requests", "5", "--concurrency", "2", "--rounds", "1"]
+    if comparison == "revision":
+        argv += ["--before", "HEAD"]
     assert stack_main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     header = next(line for line in lines if line.startswith("| operation"))
-    (before, _), (after, _) = COMPARISONS[comparison]
+    before, after = ("HEAD", "this checkout")
+    if comparison != "revision":
+        before, after = (v.name for v in COMPARISONS[comparison])
     assert _cells(header) == list(_columns(before, after))
     rows = [_cells(line) for line in lines if line.startswith("| ") and line != header]
     expected = [op for op in OPERATIONS if op != "create branch"]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pydantic_core
 import pytest
 from fastapi import FastAPI
 from hypothesis import given, settings
@@ -24,6 +25,7 @@ from mirror.api.app import create_app
 from mirror.api.convert import (
     common_prefix_model,
     common_prefix_row,
+    encode_rows,
     json_response,
     model_response,
     object_model,
@@ -277,3 +279,20 @@ async def test_uploads_check_the_policies_read_at_sign_in(catalog: Catalog) -> N
     assert stored.status_code == 201
     assert stored.json()["path"] == "a"
     assert catalog.list_objects("repo", "main").rows[0][0] == "a"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        {"path": "big", "size_bytes": 2**70},  # past 64 bits: orjson refuses it
+        {"path": "\x00\x1f\u2028é😀", "metadata": {"k\n": 'v\t"'}},
+    ],
+)
+def test_rows_orjson_does_not_encode_are_encoded_by_pydantic(content: dict[str, object]) -> None:
+    assert encode_rows(content) == pydantic_core.to_json(content)
+
+
+def test_rows_neither_encodes_fail_as_before() -> None:
+    # a lone surrogate: pydantic's error, as when pydantic encoded every row
+    with pytest.raises(pydantic_core.PydanticSerializationError):
+        encode_rows({"path": "a\ud800b"})
