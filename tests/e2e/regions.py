@@ -237,6 +237,27 @@ class TwoRegions:
         self.simulators.clear()
 
 
+def objects_at(region_client: lakefs.Client, repo: str, ref: str) -> dict[str, bytes]:
+    """Return every object of ``repo`` at ``ref``, path to bytes, read through the SDK."""
+    r = lakefs.Repository(repo, client=region_client).ref(ref)
+    return {o.path: r.object(o.path).reader(mode="rb").read() for o in r.objects()}
+
+
+def run_lakemirror(region: Region, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``lakemirror`` as an operator of ``region`` would (lakectl's variables)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKECTL_", "LAKEMIRROR_"))}
+    env |= {
+        "LAKECTL_SERVER_ENDPOINT_URL": region.server.url,
+        "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": region.server.access_key_id,
+        "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": region.server.secret_access_key,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    command = [sys.executable, "-m", "mirror.cli.main", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+
 def _admin_client(server: Server) -> lakefs.Client:
     return lakefs.Client(
         host=server.url, username=server.access_key_id, password=server.secret_access_key
@@ -298,11 +319,16 @@ def aws_backend(dynamo: Dynalite, s3: MotoServer) -> RegionBackend:
 
 @contextmanager
 def two_regions(
-    tmp: Path, backend_a: RegionBackend | None = None, backend_b: RegionBackend | None = None
+    tmp: Path,
+    backend_a: RegionBackend | None = None,
+    backend_b: RegionBackend | None = None,
+    secret_a: str | None = None,
 ) -> Iterator[TwoRegions]:
     """Start the servers of regions ``a`` and ``b`` and a replicator user in ``b``.
 
     By default both regions are embedded (SQLite + ``local://`` under their data directories).
+    ``secret_a``: the secret of region ``a``'s administrator when ``tmp / "a"`` already holds a
+    region whose administrator has it (default: a new region, a new secret).
     """
     backends = {"a": backend_a or RegionBackend(), "b": backend_b or RegionBackend()}
     regions: list[Region] = []
@@ -311,7 +337,7 @@ def two_regions(
             tmp / "a",
             tmp / "a.log",
             access_key_id="AKIAREGIONA0000000001",
-            secret_access_key=secrets.token_hex(20),
+            secret_access_key=secret_a or secrets.token_hex(20),
             env=backends["a"].env,
             namespace_root=backends["a"].namespace_root,
         ) as sa,

@@ -16,9 +16,6 @@ lag is what this setup rules out.)
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +29,7 @@ from tests.e2e.regions import (
     Replicant,
     SafetyChecker,
     TwoRegions,
+    run_lakemirror,
     unique,
     wait_for,
 )
@@ -147,21 +145,6 @@ class Writer:
                 self._stop.wait(0.3)
 
 
-def _lakemirror(region: Region, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``lakemirror`` as an operator of ``region`` would (lakectl's variables)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKECTL_", "LAKEMIRROR_"))}
-    env |= {
-        "LAKECTL_SERVER_ENDPOINT_URL": region.server.url,
-        "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": region.server.access_key_id,
-        "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": region.server.secret_access_key,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
-    command = [sys.executable, "-m", "mirror.cli.main", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
-
-
 def test_gc_on_the_source_reaches_the_mirror_and_never_breaks_a_mirror_head(
     world: TwoRegions, replicant: Replicant
 ) -> None:
@@ -248,7 +231,7 @@ def test_gc_on_the_source_reaches_the_mirror_and_never_breaks_a_mirror_head(
         on_mirror = world.b.http.put(f"/repositories/{name}/settings/gc_rules", json=rules)
         assert on_mirror.status_code == 403, on_mirror.text
         assert "read-only repository" in on_mirror.json()["message"]
-        refused = _lakemirror(world.b, "gc", f"lakefs://{name}", "--sweep")
+        refused = run_lakemirror(world.b, "gc", f"lakefs://{name}", "--sweep")
         assert refused.returncode == 3, refused.stdout + refused.stderr  # lakemirror's AUTH
         assert "read-only repository" in refused.stderr
         on_source = world.a.http.put(f"/repositories/{repo.id}/settings/gc_rules", json=rules)
@@ -261,7 +244,7 @@ def test_gc_on_the_source_reaches_the_mirror_and_never_breaks_a_mirror_head(
         )
         mirror_main_before = world.b.head(name, "main")
         rounds_before = {b: c.rounds for b, c in checkers.items()}
-        gc = _lakemirror(
+        gc = run_lakemirror(
             world.a,
             "gc",
             f"lakefs://{repo.id}",

@@ -29,6 +29,7 @@ from tests.e2e.regions import (
     SafetyChecker,
     TwoRegions,
     backend_world,
+    objects_at,
     unique,
     wait_for,
 )
@@ -66,11 +67,6 @@ def scaled(world: TwoRegions, embedded: int) -> int:
     return embedded if world.backend == "embedded" else max(embedded // 10, 10)
 
 
-def _objects(region_client: lakefs.Client, repo: str, ref: str) -> dict[str, bytes]:
-    r = lakefs.Repository(repo, client=region_client).ref(ref)
-    return {o.path: r.object(o.path).reader(mode="rb").read() for o in r.objects()}
-
-
 def _mirror(
     world: TwoRegions, replicant: Replicant, source: str, source_ns: str, **sim: object
 ) -> tuple[str, str]:
@@ -102,13 +98,13 @@ def test_basic_flow_commits_appear_whole_and_uncommitted_never(
         # the data files replicate, but nothing uncommitted may show on the mirror
         sim = world.simulators[-1]
         wait_for(lambda: sim.stats.copied >= count and sim.stats.pending == 0, 30, "replication")
-        assert _objects(world.b.client, name, "main") == {}
+        assert objects_at(world.b.client, name, "main") == {}
         advances = replicant.metric("lakemirror_head_advances_total", mirror=name)
         commit = main.commit(f"add {count} objects")
         wait_for(lambda: world.b.head(name, "main") == commit.get_commit().id, 30, "mirror head")
         # the replicant counts an advance once the destination has answered the head's move
         wait_for(lambda: _advances(replicant, name) > advances, 30, "the advance counted")
-        assert _objects(world.b.client, name, "main") == _objects(
+        assert objects_at(world.b.client, name, "main") == objects_at(
             world.a.client, repo.id, commit.get_commit().id
         )
         status = world.mirror_status(replicant, repo.id, name)
@@ -169,7 +165,7 @@ def test_skipped_commits_only_the_newest_head_is_validated(world: TwoRegions) ->
     for i, path in enumerate(paths):
         main.object(path).upload(bytes([i % 251]) * 1024)
     main.commit(f"add {count} objects")
-    main.delete_objects(paths[1:])
+    main.deleteobjects_at(paths[1:])
     last = main.commit(f"delete {count - 1} of them").get_commit().id
     with world.replicant("skip-2") as replicant:
         wait_for(lambda: world.b.head(name, "main") == last, 60, "the newest head")
@@ -183,7 +179,7 @@ def test_skipped_commits_only_the_newest_head_is_validated(world: TwoRegions) ->
             "lakemirror_validation_objects_total", mirror=name, result="present"
         )
         assert present == 1
-    assert set(_objects(world.b.client, name, "main")) == {"base.txt", paths[0]}
+    assert set(objects_at(world.b.client, name, "main")) == {"base.txt", paths[0]}
 
 
 def test_catching_up_under_a_commit_every_200ms(world: TwoRegions, replicant: Replicant) -> None:
