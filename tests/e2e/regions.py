@@ -11,6 +11,7 @@ dynalite process and a bucket on its own moto server process. Each replicant is 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import signal
@@ -256,6 +257,30 @@ def run_lakemirror(region: Region, *args: str) -> subprocess.CompletedProcess[st
     }
     command = [sys.executable, "-m", "mirror.cli.main", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+
+def sweep(region: Region, repository: str, grace_period: int) -> dict[str, Any]:
+    """Run ``lakemirror gc --sweep`` (the PySpark job) on ``repository``; return its JSON report.
+
+    Every marked address is in the report's sample (up to 1,000).
+    """
+    gc = run_lakemirror(
+        region,
+        "gc",
+        f"lakefs://{repository}",
+        "--sweep",
+        "--grace-period",
+        str(grace_period),
+        "--sample",
+        "1000",
+        "--local-root",
+        str(region.server.data_dir),
+        "-o",
+        "json",
+    )
+    assert gc.returncode == 0, gc.stdout + gc.stderr
+    report: dict[str, Any] = json.loads(gc.stdout)
+    return report
 
 
 def _admin_client(server: Server) -> lakefs.Client:

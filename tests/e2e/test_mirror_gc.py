@@ -15,7 +15,6 @@ lag is what this setup rules out.)
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from tests.e2e.regions import (
     SafetyChecker,
     TwoRegions,
     run_lakemirror,
+    sweep,
     unique,
     wait_for,
 )
@@ -244,22 +244,7 @@ def test_gc_on_the_source_reaches_the_mirror_and_never_breaks_a_mirror_head(
         )
         mirror_main_before = world.b.head(name, "main")
         rounds_before = {b: c.rounds for b, c in checkers.items()}
-        gc = run_lakemirror(
-            world.a,
-            "gc",
-            f"lakefs://{repo.id}",
-            "--sweep",
-            "--grace-period",
-            str(GRACE),
-            "--sample",
-            "1000",
-            "--local-root",
-            str(world.a.server.data_dir),
-            "-o",
-            "json",
-        )
-        assert gc.returncode == 0, gc.stdout + gc.stderr
-        run = json.loads(gc.stdout)
+        run = sweep(world.a, repo.id, GRACE)
         assert run["swept"] is True and run["has_rules"] is True
         assert set(run["sample"]) == garbage
         assert run["marked"] == run["deleted"] == len(garbage)

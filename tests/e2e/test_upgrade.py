@@ -23,7 +23,7 @@ import pytest
 from tests.e2e.regions import (
     TwoRegions,
     objects_at,
-    run_lakemirror,
+    sweep,
     two_regions,
     unique,
     wait_for,
@@ -95,20 +95,7 @@ def test_an_earlier_releases_region_reads_commits_collects_and_mirrors(
     assert set(commits.values()) | set(log) <= {c.id for c in repo.ref("main").log()}
 
     # GC: the first write of scratch.txt, replaced while staged, is the one file nothing holds
-    gc = run_lakemirror(
-        world.a,
-        "gc",
-        f"lakefs://{name}",
-        "--sweep",
-        "--grace-period",
-        "0",
-        "--local-root",
-        str(world.a.server.data_dir),
-        "-o",
-        "json",
-    )
-    assert gc.returncode == 0, gc.stdout + gc.stderr
-    run = json.loads(gc.stdout)
+    run = sweep(world.a, name, 0)
     assert run["swept"] is True and run["has_rules"] is True
     assert run["marked"] == run["deleted"] == 1
     for ref, wanted in (

@@ -6,6 +6,7 @@ import io
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from tempfile import SpooledTemporaryFile
 from typing import Annotated, Any, BinaryIO, cast
 
@@ -232,47 +233,39 @@ async def get_object(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Return an object's bytes: all (200), or one ``Range`` (206; 416 past the end)."""
-    return await _read_object(repository, ref, state, caller, path, range_, if_none_match)
+    return await _read_object(state, caller, _Read(repository, ref, path, range_, if_none_match))
 
 
-async def _read_object(
-    repository: str,
-    ref: str,
-    state: ApiState,
-    caller: Caller,
-    path: str,
-    range_: str | None,
-    if_none_match: str | None,
-) -> Response:
-    repo = inline_repository(state, repository)
+@dataclass(frozen=True)
+class _Read:
+    """What a read of an object asks for: where, which bytes, unless which ETag."""
+
+    repository: str
+    ref: str
+    path: str
+    range_: str | None
+    if_none_match: str | None
+
+
+async def _read_object(state: ApiState, caller: Caller, read: _Read) -> Response:
+    repo = inline_repository(state, read.repository)
     if repo is None:
-        return await run_in_threadpool(
-            _get_object, repository, ref, state, caller, path, range_, if_none_match
-        )
-    caller.require(Permission(Action.READ_OBJECT, object_arn(repository, path)))
-    stat = state.catalog.stat_object(repository, ref, path)
+        return await run_in_threadpool(_get_object, state, caller, read)
+    caller.require(Permission(Action.READ_OBJECT, object_arn(read.repository, read.path)))
+    stat = state.catalog.stat_object(read.repository, read.ref, read.path)
+    args = (read.repository, state, stat, read.range_, read.if_none_match, repo)
     if stat.entry.address_type is AddressType.FULL and not stat.entry.address.startswith(
         LOCAL_SCHEME
     ):
         # the bytes are in another store (an imported object): read them on a worker thread
-        return await run_in_threadpool(
-            _serve_object, repository, state, stat, range_, if_none_match, repo
-        )
-    return _serve_object(repository, state, stat, range_, if_none_match, repo)
+        return await run_in_threadpool(_serve_object, *args)
+    return _serve_object(*args)
 
 
-def _get_object(
-    repository: str,
-    ref: str,
-    state: ApiState,
-    caller: Caller,
-    path: str,
-    range_: str | None,
-    if_none_match: str | None,
-) -> Response:
-    caller.require(Permission(Action.READ_OBJECT, object_arn(repository, path)))
-    stat = state.catalog.stat_object(repository, ref, path)
-    return _serve_object(repository, state, stat, range_, if_none_match)
+def _get_object(state: ApiState, caller: Caller, read: _Read) -> Response:
+    caller.require(Permission(Action.READ_OBJECT, object_arn(read.repository, read.path)))
+    stat = state.catalog.stat_object(read.repository, read.ref, read.path)
+    return _serve_object(read.repository, state, stat, read.range_, read.if_none_match)
 
 
 def _serve_object(
@@ -525,15 +518,14 @@ async def _fast_read(
     state: ApiState, request: Request, caller: Caller, at: dict[str, str], query: QueryValues
 ) -> Response:
     headers = request.headers
-    return await _read_object(
+    read = _Read(
         at["repository"],
         at["ref"],
-        state,
-        caller,
         query["path"],
         headers.get("range"),
         headers.get("if-none-match"),
     )
+    return await _read_object(state, caller, read)
 
 
 async def _fast_list(
