@@ -111,18 +111,20 @@ async function refreshListing(url) {
 async function upload(form, files) {
   const list = document.getElementById("upload-progress");
   list.replaceChildren();
-  const queue = Array.from(files).map((file) => [file, progressLine(list, file)]);
+  const queue = Array.from(files).map((file, index) => [index, file, progressLine(list, file)]);
   const folder = destinationFolder(form.elements.prefix.value);
-  const uploaded = [];
+  // named in the order the files were chosen, whichever upload ends first
+  const arrived = new Array(queue.length).fill(null);
   const worker = async () => {
     while (queue.length) {
-      const [file, line] = queue.shift();
+      const [index, file, line] = queue.shift();
       if (await sendOne(form, file, line)) {
-        uploaded.push(folder + file.name);
+        arrived[index] = folder + file.name;
       }
     }
   };
   await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, worker));
+  const uploaded = arrived.filter((path) => path !== null);
   const listing = new URL(form.dataset.listing, window.location.href);
   listing.searchParams.set("path", folder);
   const here = new URL(window.location.href);
