@@ -165,7 +165,7 @@ def test_skipped_commits_only_the_newest_head_is_validated(world: TwoRegions) ->
     for i, path in enumerate(paths):
         main.object(path).upload(bytes([i % 251]) * 1024)
     main.commit(f"add {count} objects")
-    main.deleteobjects_at(paths[1:])
+    main.delete_objects(paths[1:])
     last = main.commit(f"delete {count - 1} of them").get_commit().id
     with world.replicant("skip-2") as replicant:
         wait_for(lambda: world.b.head(name, "main") == last, 60, "the newest head")
