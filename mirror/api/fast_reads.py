@@ -54,7 +54,6 @@ class QueryParam:
         name: The parameter's name in the query string.
         kind: ``str``, ``int`` or ``bool``.
         default: Its value when absent (:data:`REQUIRED`: the request is declined).
-        optional: ``None`` is its default and any valid value is passed on.
     """
 
     name: str
