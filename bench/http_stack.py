@@ -154,29 +154,29 @@ def run(
     with tempfile.TemporaryDirectory(prefix="bench-http-") as name, ExitStack() as stack:
         targets: dict[str, _Target] = {}
         for n, variant in enumerate(variants):
-            protocol, env, root = variant.name, variant.env, variant.root
+            env, root = variant.env, variant.root
             tmp = Path(name) / str(n)
             tmp.mkdir()
             bare_url, bare_pid = stack.enter_context(bare_server(tmp, "warning", env, root))
             bare_clients = stack.enter_context(_clients(bare_url, most))
             url, key, pid = stack.enter_context(lakemirror_server(tmp, "warning", 1, env, root))
             clients = stack.enter_context(_clients(url, most, key))
-            _log(f"{protocol}: populating the server")
+            _log(f"{variant.name}: populating the server")
             _populate(clients)
             ops = [BareGet(), BarePost(), *_operations(seed)]
-            targets[protocol] = _Target(bare_pid, bare_clients, pid, clients, ops)
+            targets[variant.name] = _Target(bare_pid, bare_clients, pid, clients, ops)
         for r in range(rounds):
             order = names if r % 2 == 0 else tuple(reversed(names))
             for concurrency in concurrencies:
                 for k in range(2 + len(_operations(seed))):
-                    for protocol in order:
-                        t = targets[protocol]
+                    for label in order:
+                        t = targets[label]
                         op = t.ops[k]
                         bare = op.kind == "bare"
                         pid, clients = (t.bare_pid, t.bare_clients) if bare else (t.pid, t.clients)
-                        _log(f"round {r + 1}: {protocol}: {op.name} at concurrency {concurrency}")
+                        _log(f"round {r + 1}: {label}: {op.name} at concurrency {concurrency}")
                         cell = run_cell(op, clients, concurrency, requests, pid)
-                        found.setdefault((op.name, concurrency, protocol), []).append(cell)
+                        found.setdefault((op.name, concurrency, label), []).append(cell)
     return found
 
 

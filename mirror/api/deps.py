@@ -28,6 +28,7 @@ __all__ = [
     "CallerDep",
     "OptionalCallerDep",
     "StateDep",
+    "basic_credentials",
     "get_caller",
     "get_optional_caller",
     "get_state",
@@ -41,7 +42,8 @@ LOCAL_SCHEME = "local://"
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_basic = HTTPBasic(auto_error=False, description="access key ID and secret access key")
+basic_credentials = HTTPBasic(auto_error=False, description="access key ID and secret access key")
+"""Reads a request's HTTP Basic credentials (``None``: none; undecodable ones: FastAPI's 401)."""
 
 
 @dataclass
@@ -146,7 +148,7 @@ def login_token_caller(state: ApiState, request: Request, *, basic: bool) -> Cal
 async def get_caller(
     state: StateDep,
     request: Request,
-    credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)],
+    credentials: Annotated[HTTPBasicCredentials | None, Depends(basic_credentials)],
 ) -> Caller:
     """Authenticate the request: a login token, or HTTP Basic credentials.
 
@@ -196,7 +198,7 @@ CallerDep = Annotated[Caller, Depends(get_caller)]
 async def get_optional_caller(
     state: StateDep,
     request: Request,
-    credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)],
+    credentials: Annotated[HTTPBasicCredentials | None, Depends(basic_credentials)],
 ) -> Caller | None:
     """Authenticate the request as :func:`get_caller` does; ``None`` when it presents nothing.
 

@@ -4,12 +4,12 @@ A stat, a read of an object and a listing page are the requests a data pipeline 
 thousand; for each, FastAPI resolves the same dependency tree (state, HTTP Basic, caller) and
 validates the same few query parameters, which cost about as much CPU as the read itself. A
 :class:`FastRead` route stands in front of the app's own route for the same path and method: it
-takes a request only when its query parameters and credentials are plain (each parameter once,
-each value in the form the app's route would accept unchanged, Basic credentials that decode),
-and then calls the very function the app's route calls, with the same arguments. Anything else
-(a parameter given twice, ``presign=True``, an undecodable ``Authorization``) is declined, and
-the app's route answers it, with its own validation errors. The answers are therefore the app's
-answers; only the way to them is shorter.
+takes a request only when its query parameters are plain (each parameter once, each value in
+the form the app's route would accept unchanged), reads its credentials with the app's own HTTP
+Basic scheme and authenticates the caller as the app does, and then calls the very function the
+app's route calls, with the same arguments. Anything else (a parameter given twice,
+``presign=True``) is declined, and the app's route answers it, with its own validation errors.
+The answers are therefore the app's answers; only the way to them is shorter.
 
 Errors raised here go to the app's exception handlers, as a route's do; the metrics label a
 request by the app's route template.
@@ -17,9 +17,7 @@ request by the app's route template.
 
 from __future__ import annotations
 
-import binascii
 import re
-from base64 import b64decode
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,14 +25,12 @@ from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from fastapi.security import HTTPBasicCredentials
-from fastapi.security.utils import get_authorization_scheme_param
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, compile_path
 from starlette.types import Receive, Scope, Send
 
-from mirror.api.deps import ApiState, get_caller
+from mirror.api.deps import ApiState, basic_credentials, get_caller
 
 __all__ = ["FastRead", "QueryParam", "QueryValues", "install_fast_reads", "parse_query"]
 
@@ -107,29 +103,6 @@ def parse_query(raw: bytes, params: tuple[QueryParam, ...]) -> QueryValues | Non
     return found
 
 
-def _basic(scope: Scope) -> tuple[bool, HTTPBasicCredentials | None]:
-    """Return (ok, credentials) as FastAPI's ``HTTPBasic(auto_error=False)`` reads them.
-
-    Not ok: Basic credentials that do not decode, which FastAPI answers with its own 401.
-    """
-    authorization = None
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            authorization = value.decode("latin-1")
-            break
-    scheme, param = get_authorization_scheme_param(authorization)
-    if not authorization or scheme.lower() != "basic":
-        return True, None
-    try:
-        data = b64decode(param).decode("ascii")
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        return False, None
-    username, separator, password = data.partition(":")
-    if not separator:
-        return False, None
-    return True, HTTPBasicCredentials(username=username, password=password)
-
-
 Serve = Callable[[ApiState, Request, Any, dict[str, str], QueryValues], Awaitable[Response]]
 """Answers a request: state, request, caller, path parameters, query values."""
 
@@ -156,7 +129,7 @@ class FastRead(BaseRoute):
         self.methods = frozenset(route.methods or ())
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        """Match the route's path and method, with parameters and credentials read plainly."""
+        """Match the route's path and method, with plain query parameters."""
         if scope["type"] != "http" or scope["method"] not in self.methods:
             return Match.NONE, {}
         found = None if scope.get("root_path") else self.path_regex.match(scope["path"])
@@ -164,9 +137,6 @@ class FastRead(BaseRoute):
             return Match.NONE, {}
         query = parse_query(scope.get("query_string", b""), self.params)
         if query is None:
-            return Match.NONE, {}
-        ok, credentials = _basic(scope)
-        if not ok:
             return Match.NONE, {}
         path_params = {
             key: self.param_convertors[key].convert(value)
@@ -176,16 +146,20 @@ class FastRead(BaseRoute):
             "endpoint": self.route.endpoint,
             "path_params": {**scope.get("path_params", {}), **path_params},
             "route": self.route,
-            "lakemirror.fast_read": (query, credentials),
+            "lakemirror.fast_read": query,
         }
         return Match.FULL, child
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Authenticate the caller as the app does, and answer through ``serve``."""
-        query, credentials = scope["lakemirror.fast_read"]
+        """Authenticate the caller as the app does, and answer through ``serve``.
+
+        Credentials that do not decode raise the app's HTTP Basic error, answered by the app's
+        handler as on its route.
+        """
+        query = scope["lakemirror.fast_read"]
         request = Request(scope, receive)
         state: ApiState = scope["app"].state.api
-        caller = await get_caller(state, request, credentials)
+        caller = await get_caller(state, request, await basic_credentials(request))
         response = await self.serve(state, request, caller, scope["path_params"], query)
         await response(scope, receive, send)
 

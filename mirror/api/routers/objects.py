@@ -251,8 +251,7 @@ async def _read_object(state: ApiState, caller: Caller, read: _Read) -> Response
     repo = inline_repository(state, read.repository)
     if repo is None:
         return await run_in_threadpool(_get_object, state, caller, read)
-    caller.require(Permission(Action.READ_OBJECT, object_arn(read.repository, read.path)))
-    stat = state.catalog.stat_object(read.repository, read.ref, read.path)
+    stat = _readable_stat(state, caller, read)
     args = (read.repository, state, stat, read.range_, read.if_none_match, repo)
     if stat.entry.address_type is AddressType.FULL and not stat.entry.address.startswith(
         LOCAL_SCHEME
@@ -262,9 +261,14 @@ async def _read_object(state: ApiState, caller: Caller, read: _Read) -> Response
     return _serve_object(*args)
 
 
-def _get_object(state: ApiState, caller: Caller, read: _Read) -> Response:
+def _readable_stat(state: ApiState, caller: Caller, read: _Read) -> ObjectStat:
+    """Return the object ``read`` asks for, once the caller may read it."""
     caller.require(Permission(Action.READ_OBJECT, object_arn(read.repository, read.path)))
-    stat = state.catalog.stat_object(read.repository, read.ref, read.path)
+    return state.catalog.stat_object(read.repository, read.ref, read.path)
+
+
+def _get_object(state: ApiState, caller: Caller, read: _Read) -> Response:
+    stat = _readable_stat(state, caller, read)
     return _serve_object(read.repository, state, stat, read.range_, read.if_none_match)
 
 
