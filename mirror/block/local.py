@@ -178,15 +178,7 @@ class LocalBlockStore:
                 raise BlockNotFoundError(key)
         except (FileNotFoundError, NotADirectoryError):
             raise BlockNotFoundError(key) from None
-        try:
-            etag = os.getxattr(path, _ETAG_XATTR).decode()
-        except OSError:
-            md5 = hashlib.md5(usedforsecurity=False)
-            with open(path, "rb") as f:
-                while chunk := f.read(_CHUNK):
-                    md5.update(chunk)
-            etag = md5.hexdigest()
-        return ObjectInfo(key, size, etag)
+        return ObjectInfo(key, size, _etag(str(path)))
 
     def exists(self, key: str) -> bool:
         """Return whether ``key`` holds an object."""
@@ -194,9 +186,17 @@ class LocalBlockStore:
 
     def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
         """Yield objects under ``prefix`` after ``start_after``, in key order."""
-        yield from self._walk(self._root, "", prefix, start_after)
+        for key, entry in self._walk(str(self._root), "", prefix, start_after):
+            try:
+                size = entry.stat().st_size
+            except FileNotFoundError:
+                continue  # removed while listed
+            yield ObjectInfo(key, size, "")
 
-    def _walk(self, directory: Path, rel: str, prefix: str, after: str) -> Iterator[ObjectInfo]:
+    def _walk(
+        self, directory: str, rel: str, prefix: str, after: str
+    ) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """Yield ``(key, directory entry)`` of the files under ``prefix`` after ``after``."""
         try:
             entries = list(os.scandir(directory))
         except (FileNotFoundError, NotADirectoryError):
@@ -214,40 +214,24 @@ class LocalBlockStore:
                     continue
                 if full < after and not after.startswith(full):
                     continue
-                yield from self._walk(Path(entry.path), full, prefix, after)
+                yield from self._walk(entry.path, full, prefix, after)
             elif full.startswith(prefix) and full > after:
-                try:
-                    size = entry.stat().st_size
-                except FileNotFoundError:
-                    continue
-                yield ObjectInfo(full, size, "")
+                yield full, entry
 
     def list_detailed(self, prefix: str = "") -> Iterator[ListedObject]:
         """Yield objects under ``prefix`` in key order with their MD5 etags and mtimes.
 
         Only one directory's entries are held at a time (each is sorted on its own), so a
         tree of any size lists in bounded memory. Files written by this store carry their
-        etag; others are read once to compute it.
+        etag; others are read once to compute it. One ``stat`` per file gives size and mtime.
         """
-        for info in self._walk(self._root, "", prefix, ""):
-            path = self._root / info.key
+        for key, entry in self._walk(str(self._root), "", prefix, ""):
             try:
-                mtime = int(path.stat().st_mtime)
-                etag = self._etag(path)
+                st = entry.stat()
+                etag = _etag(entry.path)
             except (FileNotFoundError, NotADirectoryError):
                 continue  # removed while listed
-            yield ListedObject(info.key, info.size, etag, mtime)
-
-    @staticmethod
-    def _etag(path: Path) -> str:
-        try:
-            return os.getxattr(path, _ETAG_XATTR).decode()
-        except OSError:
-            md5 = hashlib.md5(usedforsecurity=False)
-            with open(path, "rb") as f:
-                while chunk := f.read(_CHUNK):
-                    md5.update(chunk)
-            return md5.hexdigest()
+            yield ListedObject(key, st.st_size, etag, int(st.st_mtime))
 
     def delete(self, key: str) -> None:
         """Remove the object at ``key`` if present."""
@@ -258,3 +242,19 @@ class LocalBlockStore:
     def destroy(self) -> None:
         """Remove the whole directory tree of this store."""
         shutil.rmtree(self._root, ignore_errors=True)
+
+
+def _etag(path: str) -> str:
+    """Return the MD5 etag of the file at ``path``: its stored attribute, or its bytes' digest."""
+    try:
+        return os.getxattr(path, _ETAG_XATTR).decode()
+    except OSError:
+        pass
+    md5 = hashlib.md5(usedforsecurity=False)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while chunk := os.read(fd, _CHUNK):
+            md5.update(chunk)
+    finally:
+        os.close(fd)
+    return md5.hexdigest()

@@ -303,11 +303,15 @@ def import_changes(
         now: The mtime of objects whose store lists none.
         progress: Told the running count of ingested objects.
     """
-    streams = [
-        ((path, i, entry) for path, entry in _mapped(s, open_store, now))
-        for i, s in enumerate(sources)
-    ]
-    imported = _dedup_last(heapq.merge(*streams, key=lambda t: (t[0], t[1])))
+    imported: Iterator[tuple[str, Entry]]
+    if len(sources) == 1:  # one listing is in strict path order already: nothing to merge
+        imported = _mapped(sources[0], open_store, now)
+    else:
+        streams = [
+            ((path, i, entry) for path, entry in _mapped(s, open_store, now))
+            for i, s in enumerate(sources)
+        ]
+        imported = _dedup_last(heapq.merge(*streams, key=lambda t: (t[0], t[1])))
 
     def removed() -> Iterator[str]:
         for prefix in _prefixes(sources):
