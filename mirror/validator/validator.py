@@ -39,8 +39,8 @@ import anyio.abc
 import anyio.to_thread
 
 from mirror.block.errors import BlockNotFoundError
-from mirror.core.committed import METADATA_PREFIX, RangeInfo, decode_metarange, decode_range
-from mirror.core.model import AddressType
+from mirror.core.columnar import range_objects
+from mirror.core.committed import METADATA_PREFIX, RangeInfo, decode_metarange
 from mirror.validator.caches import (
     KVValidatedRanges,
     ObjectCache,
@@ -69,12 +69,7 @@ class _RangeObjects:
 
 
 def _range_objects(data: bytes) -> _RangeObjects:
-    _, entries = decode_range(data)
-    relative: dict[str, int] = {}
-    external: dict[str, int] = {}
-    for e in entries:
-        (external if e.address_type is AddressType.FULL else relative)[e.address] = e.size
-    return _RangeObjects(relative, external)
+    return _RangeObjects(*range_objects(data))
 
 
 class Validator:
