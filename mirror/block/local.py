@@ -253,8 +253,11 @@ def _etag(path: str) -> str:
     md5 = hashlib.md5(usedforsecurity=False)
     fd = os.open(path, os.O_RDONLY)
     try:
-        while chunk := os.read(fd, _CHUNK):
+        while True:
+            chunk = os.read(fd, _CHUNK)
             md5.update(chunk)
+            if len(chunk) < _CHUNK:  # a short read of a regular file is its end
+                break
     finally:
         os.close(fd)
     return md5.hexdigest()
