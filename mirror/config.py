@@ -100,6 +100,20 @@ class ServerSettings(_Section):
     """Seconds between heartbeats of a process running tasks; 6 missed: its tasks read 408."""
     ref_update_tries: int = Field(default=10, ge=1, le=1000)
     """Attempts of a branch compare-and-swap before a request gives up with 429."""
+    max_concurrent_requests: int = Field(default=32, ge=1, le=10_000)
+    """Requests one worker process serves at once (health checks and ``/metrics`` aside)."""
+    max_queued_requests: int = Field(default=256, ge=0, le=100_000)
+    """Requests one worker process lets wait for a turn; beyond them it answers 503."""
+    retry_after: int = Field(default=1, ge=1, le=3600)
+    """Seconds a 503 for load tells the client to wait (``Retry-After``)."""
+    max_json_body: int = Field(default=64 << 20, ge=1024)
+    """Bytes of a REST request body other than an object upload; more is refused with 413."""
+    header_timeout: float = Field(default=60.0, gt=0, le=3600)
+    """Seconds a client has to send a request's line and headers (from its first byte)."""
+    body_timeout: float = Field(default=60.0, gt=0, le=3600)
+    """Seconds a request's handler waits for the next bytes of its body before 408."""
+    keep_alive_timeout: float = Field(default=5.0, gt=0, le=3600)
+    """Seconds an idle keep-alive connection stays open waiting for its next request."""
 
 
 class SqliteSettings(_Section):

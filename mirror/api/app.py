@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -48,6 +49,7 @@ from mirror.auth.tokens import LoginTokens
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
 from mirror.httputil import metrics as http_metrics
+from mirror.httputil.body_limit import BodyLimitMiddleware
 from mirror.httputil.errors import install_error_handlers
 from mirror.httputil.request_log import RequestLogMiddleware
 from mirror.tasks import RunnerSettings, TaskRunner, TaskStore
@@ -62,6 +64,13 @@ LAKEFS_COMPATIBLE_VERSION = "1.50.0"
 """The lakeFS version whose API this server speaks, as ``/config`` reports it."""
 WORKER_HEADER = "X-LakeMirror-Worker"
 """The response header naming the worker process that answered (``server.workers`` > 1)."""
+
+# the one route whose body streams to storage (an object upload) instead of being read whole
+_UPLOAD = re.compile(rf"{API_PREFIX}/repositories/[^/]+/branches/[^/]+/objects")
+
+
+def _streams_body(scope: Scope) -> bool:
+    return scope.get("method") == "POST" and _UPLOAD.fullmatch(scope.get("path", "")) is not None
 
 
 class _WorkerHeaderMiddleware:
@@ -101,6 +110,7 @@ def create_app(
     login_tokens: LoginTokens | None = None,
     logout_redirect_url: str = "/auth/login",
     fast_reads: bool = True,
+    max_json_body: int | None = None,
 ) -> FastAPI:
     """Return the lakeFS-compatible API app.
 
@@ -125,6 +135,8 @@ def create_app(
         logout_redirect_url: Where ``GET /logout`` sends the browser (``auth.logout_redirect_url``).
         fast_reads: Serve plain stat, read and list requests by :mod:`mirror.api.fast_reads`
             (``False``: through FastAPI's routes, as every other request).
+        max_json_body: Refuse bodies of more bytes with 413, object uploads aside
+            (``server.max_json_body``; ``None``: no bound).
     """
     auth_store.ensure_builtins()
     starters = tuple(on_startup)
@@ -174,6 +186,13 @@ def create_app(
     app.state.login_tokens = login_tokens or LoginTokens.ephemeral()
     # lakeFS's 401, which its web UI reads as signed out, and no browser sign-in box
     install_error_handlers(app, basic_challenge=False, in_context=in_request_context)
+    if max_json_body is not None:
+        app.add_middleware(
+            BodyLimitMiddleware,
+            limit=max_json_body,
+            metrics=metrics.overload,
+            streams=_streams_body,
+        )
     app.add_middleware(RequestLogMiddleware)
     app.add_middleware(http_metrics.MetricsMiddleware, metrics=metrics)
     if worker_header:

@@ -105,9 +105,11 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     """
     from mirror.auth.secrets import optional_cipher
     from mirror.auth.store import AuthStore
+    from mirror.cli.http_protocol import ConnectionLimits
     from mirror.cli.server import block_resolver, block_settings, open_kv
     from mirror.cli.serving import serve
     from mirror.config import ConfigurationError, load_config, with_overrides
+    from mirror.httputil.admission import AdmissionLimits
     from mirror.logging import configure_logging, get_logger
     from mirror.replicant.app import create_replicant_app
     from mirror.replicant.readers import NamespaceReaders
@@ -138,6 +140,8 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
             service,
             AuthStore(kv, cipher=optional_cipher(config)),
             login_tokens=_login_tokens(config, log),
+            admission=AdmissionLimits.from_settings(config.server),
+            max_json_body=config.server.max_json_body,
         )
         host, port = config.replicant.host, config.replicant.port
         print(
@@ -153,6 +157,7 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
             log_level=config.logging.level,
             shutdown_timeout=config.replicant.shutdown_timeout,
             on_exit=service.request_stop,
+            limits=ConnectionLimits.from_settings(config.server),
         )
     finally:
         kv.close()

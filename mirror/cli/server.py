@@ -17,6 +17,7 @@ from mirror.auth.secrets import cipher_from_config
 from mirror.auth.store import AuthStore
 from mirror.auth.tokens import LoginTokens
 from mirror.block.resolver import BlockResolver
+from mirror.cli.http_protocol import ConnectionLimits
 from mirror.cli.repository_cleanups import (
     register_repository_cleanups,
     resume_deletions_in_background,
@@ -33,6 +34,13 @@ from mirror.core.catalog import Catalog
 from mirror.errors import UnavailableError
 from mirror.gateway.app import with_gateway
 from mirror.gateway.context import GatewayState
+from mirror.httputil.admission import (
+    Admission,
+    AdmissionLimits,
+    AdmissionMiddleware,
+    Refusal,
+    overloaded_json,
+)
 from mirror.httputil.errors import answer_for
 from mirror.imports.links import LinkSigner, link_key_material
 from mirror.kv.protocol import KV
@@ -279,7 +287,10 @@ def build_app(
     """Return the API app serving ``catalog`` as ``config`` says, with the UI and the S3 gateway.
 
     The web UI (``ui.enabled``) and the gateway (``gateway.enabled``) share the API's listener:
-    the gateway takes S3 requests first, then the UI its paths, and the API the rest.
+    the gateway takes S3 requests first, then the UI its paths, and the API the rest. In front
+    of all three, the process's admission (:mod:`mirror.httputil.admission`) serves
+    ``server.max_concurrent_requests`` at once, queues ``server.max_queued_requests`` and
+    answers the rest 503 (S3's ``SlowDown`` for the gateway's).
 
     Every layer's repository cleanup is registered on ``catalog``, gateway enabled or not
     (:mod:`mirror.cli.repository_cleanups`), and the app finishes, when it starts, the repository
@@ -333,6 +344,7 @@ def build_app(
         login_tokens=login_tokens,
         logout_redirect_url=config.auth.logout_redirect_url,
         fast_reads=fast_reads(),
+        max_json_body=config.server.max_json_body,
     )
     api.state.link_signer = LinkSigner.from_material(link_key_material(config))
     front: ASGIApp = api
@@ -340,10 +352,18 @@ def build_app(
         csrf = CsrfTokens.from_login_tokens(login_tokens)
         ui = create_ui_app(api, csrf, api.state.metrics, replicant_url=config.ui.replicant_url)
         front = with_ui(api, ui)
-    if not config.gateway.enabled:
-        return front
-    state = GatewayState(catalog, api.state.api.auth, config.gateway, login_tokens)
-    return with_gateway(front, state, api.state.metrics)
+    refuse: Refusal = overloaded_json
+    if config.gateway.enabled:
+        state = GatewayState(catalog, api.state.api.auth, config.gateway, login_tokens)
+        dispatch = with_gateway(front, state, api.state.metrics)
+        front, refuse = dispatch, dispatch.refusal
+    # outermost, so that a page of the UI takes one turn, whatever API calls it makes in process
+    return AdmissionMiddleware(
+        front,
+        Admission(AdmissionLimits.from_settings(config.server)),
+        api.state.metrics.overload,
+        refuse=refuse,
+    )
 
 
 def worker_app() -> ASGIApp:
@@ -415,6 +435,7 @@ def run_server(config: LakeMirrorConfig, *, out: TextIO, wait_for_setup: bool = 
                 port=port,
                 log_level=config.logging.level,
                 shutdown_timeout=config.server.shutdown_timeout,
+                limits=ConnectionLimits.from_settings(config.server),
             )
     finally:
         if kv_open:

@@ -15,6 +15,11 @@ the parent handed over (:func:`worker_config`) in a private temporary directory,
 holds the Prometheus multiprocess files that make ``/metrics`` add up every worker. SIGTERM to
 the parent is passed to every worker, each drains as above, and the parent exits 0 once all
 have. This module runs processes; what they serve is built by the caller.
+
+Every connection is served by :class:`mirror.cli.http_protocol.HttpToolsProtocol` under the
+limits the caller gives (:class:`~mirror.cli.http_protocol.ConnectionLimits`: header, body and
+keep-alive timeouts), carried to the protocol, and to worker processes, by
+:class:`ServingConfig`.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
-from mirror.cli.http_protocol import HttpToolsProtocol
+from mirror.cli.http_protocol import DEFAULT_LIMITS, ConnectionLimits, HttpToolsProtocol
 from mirror.config import LakeMirrorConfig
 from mirror.logging import get_logger
 
@@ -53,6 +58,7 @@ __all__ = [
     "STATE_ENV",
     "UVICORN_OPTIONS",
     "GracefulServer",
+    "ServingConfig",
     "fast_reads",
     "serve",
     "serve_workers",
@@ -102,6 +108,20 @@ _CONFIG_FILE = "config.pickle"
 _METRICS_DIR = "metrics"
 FORCE_EXIT_GRACE = 3.0
 """Seconds past ``shutdown_timeout`` after which a stopping process exits whatever hangs."""
+
+
+class ServingConfig(uvicorn.Config):
+    """uvicorn's configuration, carrying the limits :class:`HttpToolsProtocol` applies.
+
+    Args:
+        app: As uvicorn's.
+        limits: The connections' timeouts and head bound.
+        **kwargs: uvicorn's options.
+    """
+
+    def __init__(self, app: Any, *, limits: ConnectionLimits = DEFAULT_LIMITS, **kwargs: Any):
+        super().__init__(app, **kwargs)
+        self.connection_limits = limits
 
 
 def _force_exit(seconds: float) -> None:
@@ -298,6 +318,7 @@ def serve(
     log_level: str,
     shutdown_timeout: float,
     on_exit: Callable[[], None] | None = None,
+    limits: ConnectionLimits = DEFAULT_LIMITS,
 ) -> bool:
     """Serve ``app`` in this process until SIGTERM or SIGINT; return whether it started.
 
@@ -308,9 +329,11 @@ def serve(
         log_level: uvicorn's log level.
         shutdown_timeout: Seconds in-flight requests may take after the signal.
         on_exit: Called (from the signal handler) when the first stop signal arrives.
+        limits: The connections' timeouts and head bound.
     """
-    config = uvicorn.Config(
+    config = ServingConfig(
         app,
+        limits=limits,
         host=host,
         port=port,
         log_level=log_level,
@@ -353,8 +376,9 @@ def serve_workers(
         target.write_bytes(pickle.dumps(config))
         os.environ[STATE_ENV] = str(state)
         os.environ[MULTIPROC_ENV] = str(state / _METRICS_DIR)
-        uv_config = uvicorn.Config(
+        uv_config = ServingConfig(
             f"{app_factory.__module__}:{app_factory.__qualname__}",
+            limits=ConnectionLimits.from_settings(config.server),
             factory=True,
             host=config.server.host,
             port=config.server.port,

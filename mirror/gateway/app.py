@@ -6,6 +6,10 @@ bucket), or when it carries an AWS signature (``Authorization: AWS4-HMAC-SHA256 
 ``AWS …``, or a presigned query) outside ``/api/``. Everything else reaches the API unchanged,
 and health checks and ``/metrics`` always do.
 
+Under load, the process's admission (:mod:`mirror.httputil.admission`) refuses what it cannot
+take on: :meth:`GatewayDispatch.refusal` answers the gateway's requests with S3's ``503
+SlowDown`` and the API's with lakeFS's JSON, both with ``Retry-After``.
+
 The gateway authenticates the request, works out the operation from the method, the bucket, the
 key and the sub-resources (:mod:`mirror.gateway.routing`) and answers S3's XML; every answer
 carries ``x-amz-request-id``. An error outside LakeMirror's tree is logged with the request ID and
@@ -21,12 +25,14 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from starlette.requests import Request
+from starlette.responses import Response
 
 from mirror.gateway import xml
 from mirror.gateway.auth import authenticate
 from mirror.gateway.context import GatewayState, S3Request
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.routing import route
+from mirror.httputil.admission import overloaded_json
 from mirror.httputil.metrics import HttpMetrics, MetricsMiddleware
 
 if TYPE_CHECKING:
@@ -41,6 +47,7 @@ __all__ = [
     "create_gateway_app",
     "is_signed",
     "parse_address",
+    "slow_down",
     "with_gateway",
 ]
 
@@ -136,7 +143,7 @@ class GatewayApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one HTTP request."""
-        request_id = uuid.uuid4().hex[:16].upper()
+        request_id = _request_id()
         header = (_REQUEST_ID, request_id.encode())
         body_read = not _has_body(scope)
 
@@ -200,6 +207,25 @@ class GatewayApp:
         await response(scope, receive_tracked, send_with_id)
 
 
+def _request_id() -> str:
+    return uuid.uuid4().hex[:16].upper()
+
+
+def slow_down(scope: Scope, retry_after: int) -> Response:
+    """Return the gateway's answer to a request refused for load: ``503 SlowDown``.
+
+    S3's own answer when a client sends faster than it can take; every S3 SDK backs off and
+    retries it (botocore counts it against its retry quota).
+    """
+    request_id = _request_id()
+    return xml.error_response(
+        S3Error(S3Code.SLOW_DOWN, headers={"Retry-After": str(retry_after)}),
+        request_id=request_id,
+        resource=str(scope.get("path", "/")),
+        head=scope.get("method") == "HEAD",
+    )
+
+
 def _path_of(key: str | None) -> str | None:
     """Return the object path of a key (S3's ``<Key>`` in errors: without the ref)."""
     if key is None:
@@ -235,6 +261,12 @@ class GatewayDispatch:
             return True
         return not (path == "/api" or path.startswith("/api/")) and is_signed(scope)
 
+    def refusal(self, scope: Scope, retry_after: int) -> Response:
+        """Return the 503 for load of the front door a request is for (S3's or lakeFS's)."""
+        if self.is_gateway(scope):
+            return slow_down(scope, retry_after)
+        return overloaded_json(scope, retry_after)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI connection."""
         if scope["type"] == "http" and self.is_gateway(scope):
@@ -243,7 +275,7 @@ class GatewayDispatch:
             await self.api_app(scope, receive, send)
 
 
-def with_gateway(api_app: ASGIApp, state: GatewayState, metrics: HttpMetrics) -> ASGIApp:
+def with_gateway(api_app: ASGIApp, state: GatewayState, metrics: HttpMetrics) -> GatewayDispatch:
     """Return ``api_app`` and the gateway on one listener, the gateway counted in ``metrics``.
 
     Gateway requests count in the API's HTTP metrics with the S3 operation as their route label

@@ -201,12 +201,17 @@ class BodyReader(io.RawIOBase):
     Args:
         body: The request body.
         expected: The length the request states; a body that ends short is ``IncompleteBody``.
+        limit: The most bytes taken (a body of no stated length, chunked, is cut off past it
+            with ``EntityTooLarge``); ``None``: no bound.
     """
 
-    def __init__(self, body: AsyncIterator[bytes], expected: int | None) -> None:
+    def __init__(
+        self, body: AsyncIterator[bytes], expected: int | None, *, limit: int | None = None
+    ) -> None:
         super().__init__()
         self._body = body
         self._expected = expected
+        self._limit = limit
         self._pending = memoryview(b"")
         self._read = 0
         self._done = False
@@ -237,6 +242,12 @@ class BodyReader(io.RawIOBase):
                 break
             self._pending = memoryview(chunk)
             self._read += len(chunk)
+            if self._limit is not None and self._read > self._limit:
+                raise S3Error(
+                    S3Code.ENTITY_TOO_LARGE,
+                    f"{S3Code.ENTITY_TOO_LARGE.description} (more than {self._limit} bytes in "
+                    "one PutObject; use a multipart upload)",
+                )
         n = min(len(buffer), len(self._pending))
         buffer[:n] = self._pending[:n]
         self._pending = self._pending[n:]
@@ -287,7 +298,9 @@ async def put_object(req: S3Request) -> Response:
     ):
         raise S3Error(S3Code.PRECONDITION_FAILED, bucket=bucket, key=path)
     content_type = req.headers.get("content-type") or None
-    reader = io.BufferedReader(BodyReader(req.body, req.content_length), CHUNK)
+    reader = io.BufferedReader(
+        BodyReader(req.body, req.content_length, limit=MAX_OBJECT_BYTES), CHUNK
+    )
     stat = await call(
         req,
         _upload,

@@ -9,12 +9,16 @@ With several worker processes (``server.workers``) each worker writes its values
 the directory ``PROMETHEUS_MULTIPROC_DIR`` names (prometheus_client's multiprocess mode), and a
 scrape, whichever worker answers it, shows the sum over the workers: counters and histograms of
 every worker that ever served, the in-flight gauge of the live ones.
+
+What a process refuses to serve (:class:`OverloadMetrics`) is counted beside: requests answered
+503 for load, bodies too large, clients too slow to send their request.
 """
 
 from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -27,7 +31,16 @@ from starlette.routing import BaseRoute
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["MULTIPROCESS_ENV", "UNMATCHED_ROUTE", "HttpMetrics", "MetricsMiddleware", "router"]
+__all__ = [
+    "MULTIPROCESS_ENV",
+    "REFUSAL_REASONS",
+    "UNMATCHED_ROUTE",
+    "HttpMetrics",
+    "MetricsMiddleware",
+    "OverloadMetrics",
+    "count_refused",
+    "router",
+]
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """prometheus_client's variable naming the directory of the workers' metric files."""
@@ -36,6 +49,64 @@ UNMATCHED_ROUTE = "<unmatched>"
 """The ``route`` label of requests no route matched (so unknown paths cannot grow the label set)."""
 
 router = APIRouter(tags=["health"])
+
+REFUSAL_REASONS = (
+    "overloaded",
+    "body_too_large",
+    "head_too_large",
+    "header_timeout",
+    "body_timeout",
+)
+"""The ``reason`` label values of ``lakemirror_http_requests_refused_total``:
+
+- ``overloaded``: answered 503 with ``Retry-After`` (every slot busy, the queue full);
+- ``body_too_large``: a REST body over ``server.max_json_body``, answered 413;
+- ``head_too_large``: a request line and headers over 1 MiB, answered 431;
+- ``header_timeout``: headers not complete within ``server.header_timeout`` (408, or closed);
+- ``body_timeout``: a body stalled for ``server.body_timeout`` (408, or closed).
+"""
+
+_live: weakref.WeakSet[OverloadMetrics] = weakref.WeakSet()
+
+
+class OverloadMetrics:
+    """What one app refuses to serve, and the requests waiting for a turn.
+
+    Attributes:
+        refused: ``lakemirror_http_requests_refused_total{reason}`` (:data:`REFUSAL_REASONS`).
+        waiting: ``lakemirror_http_requests_waiting``, requests queued for a turn now.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.refused = Counter(
+            "lakemirror_http_requests_refused",
+            "HTTP requests refused before being served, by reason: overloaded (503), "
+            "body_too_large (413), head_too_large (431), header_timeout and body_timeout (408).",
+            ("reason",),
+            registry=registry,
+        )
+        self.waiting = Gauge(
+            "lakemirror_http_requests_waiting",
+            "HTTP requests waiting for a turn to be served now.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self._reasons = {reason: self.refused.labels(reason) for reason in REFUSAL_REASONS}
+        _live.add(self)
+
+    def count(self, reason: str) -> None:
+        """Count one refusal (``reason``: one of :data:`REFUSAL_REASONS`)."""
+        self._reasons[reason].inc()
+
+
+def count_refused(reason: str) -> None:
+    """Count a refusal decided below the apps (the HTTP protocol: slow or oversized heads).
+
+    The connection belongs to no app yet, so the refusal counts in every live app's
+    :class:`OverloadMetrics` of this process (a server process has one).
+    """
+    for metrics in list(_live):
+        metrics.count(reason)
 
 
 class HttpMetrics:
@@ -47,6 +118,7 @@ class HttpMetrics:
         requests: ``lakemirror_http_requests_total{method,route,status}``.
         duration: ``lakemirror_http_request_duration_seconds{method,route,status}``.
         in_flight: ``lakemirror_http_requests_in_flight{method}``.
+        overload: What the app refuses to serve (:class:`OverloadMetrics`).
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -71,6 +143,7 @@ class HttpMetrics:
             registry=self.registry,
             multiprocess_mode="livesum",
         )
+        self.overload = OverloadMetrics(self.registry)
         self._templates: dict[int, str] = {}
         self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 

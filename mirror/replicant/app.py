@@ -11,6 +11,11 @@ processes share the token key), and need ``fs:CreateRepository`` / ``fs:DeleteRe
 as the mirror (fail-back). ``GET /service/replication/v1/mirrors`` lists every mirror of the
 region, ``GET …/mirrors/{name}/lag_history`` a mirror's lag of the last hour, and
 ``GET …/mirrors/{name}/promotion`` the report of its promotion.
+
+Under load it behaves as the server does (``server.*`` limits of the process's configuration):
+at most ``max_concurrent_requests`` served at once and ``max_queued_requests`` waiting, the rest
+answered 503 with ``Retry-After``; ``/healthz``, ``/readyz`` and ``/metrics`` always answered;
+JSON bodies bounded by ``max_json_body``.
 """
 
 from __future__ import annotations
@@ -32,7 +37,10 @@ from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.auth.store import AuthStore
 from mirror.auth.tokens import LoginTokens, login_user
 from mirror.errors import AuthenticationError, InvalidValueError, LakeMirrorError
+from mirror.httputil.admission import Admission, AdmissionLimits, AdmissionMiddleware
+from mirror.httputil.body_limit import BodyLimitMiddleware
 from mirror.httputil.errors import install_error_handlers
+from mirror.httputil.metrics import OverloadMetrics
 from mirror.httputil.request_log import RequestLogMiddleware
 from mirror.replicant.lag_history import SLOT_SECONDS, WINDOW_SECONDS, LagSample
 from mirror.replicant.mirror_request import MirrorRequest
@@ -422,11 +430,15 @@ def create_replicant_app(
     *,
     run_workers: bool = True,
     login_tokens: LoginTokens | None = None,
+    admission: AdmissionLimits | None = None,
+    max_json_body: int | None = None,
 ) -> FastAPI:
     """Return the replicant's app; with ``run_workers`` its lifespan runs the workers.
 
     With ``login_tokens`` (the region's, :meth:`LoginTokens.from_config`), a login token of the
-    region's server signs a caller in as HTTP Basic does.
+    region's server signs a caller in as HTTP Basic does. ``admission`` bounds the requests
+    served at once and queued (:mod:`mirror.httputil.admission`), ``max_json_body`` the bodies
+    (``None``: no bound); refusals count in the replicant's registry.
     """
 
     @asynccontextmanager
@@ -450,6 +462,11 @@ def create_replicant_app(
     app.state.auth = auth
     app.state.login_tokens = login_tokens
     install_error_handlers(app)
+    overload = OverloadMetrics(service.metrics.registry)
+    if max_json_body is not None:
+        app.add_middleware(BodyLimitMiddleware, limit=max_json_body, metrics=overload)
     app.add_middleware(RequestLogMiddleware)
+    if admission is not None:
+        app.add_middleware(AdmissionMiddleware, admission=Admission(admission), metrics=overload)
     app.include_router(router)
     return app

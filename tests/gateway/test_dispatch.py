@@ -172,12 +172,18 @@ def test_the_server_serves_the_gateway_unless_disabled(tmp_path: Path) -> None:
     from mirror.cli.server import build_app
     from mirror.config import LakeMirrorConfig
     from mirror.gateway.app import GatewayDispatch
+    from mirror.httputil.admission import AdmissionMiddleware
 
     catalog = open_memory()
     enabled = build_app(LakeMirrorConfig(data_dir=tmp_path), catalog, ("local",))
-    assert isinstance(enabled, GatewayDispatch)
-    assert enabled.settings.domain_names == ("s3.local.lakefs.io",)
+    # the process's admission stands in front of every front door
+    assert isinstance(enabled, AdmissionMiddleware)
+    assert isinstance(enabled.app, GatewayDispatch)
+    assert enabled.app.settings.domain_names == ("s3.local.lakefs.io",)
+    assert enabled.refuse == enabled.app.refusal
     disabled = LakeMirrorConfig(
         data_dir=tmp_path, gateway={"enabled": False}, ui={"enabled": False}
     )
-    assert isinstance(build_app(disabled, catalog, ("local",)), FastAPI)
+    served = build_app(disabled, catalog, ("local",))
+    assert isinstance(served, AdmissionMiddleware)
+    assert isinstance(served.app, FastAPI)
