@@ -43,6 +43,7 @@ __all__ = [
     "REDACTED",
     "ActionsEnvSettings",
     "ActionsSettings",
+    "AuditSettings",
     "AuthSettings",
     "BlockstoreSettings",
     "ConfigurationError",
@@ -237,6 +238,13 @@ class GCSettings(_Section):
     """Staged addresses one ``prepare_uncommited`` call writes at most."""
 
 
+class AuditSettings(_Section):
+    """The audit trail of security and operations changes (``docs/audit.md``)."""
+
+    retention_days: float = Field(default=90.0, gt=0, le=36_500)
+    """Days an audit event is kept; older ones are no longer listed, and go as new ones come."""
+
+
 class AuthSettings(_Section):
     """The administrator whose key is installed at start-up (when both parts are set)."""
 
@@ -370,6 +378,7 @@ class LakeMirrorConfig(BaseSettings):
     gateway: GatewaySettings = GatewaySettings()
     actions: ActionsSettings = ActionsSettings()
     ui: UISettings = UISettings()
+    audit: AuditSettings = AuditSettings()
     regions: dict[str, RegionSettings] = {}
     """Every region mirrors come from or go to, by name."""
 

@@ -19,6 +19,7 @@ from mirror.api.errors import in_request_context
 from mirror.api.fast_reads import install_fast_reads
 from mirror.api.routers import (
     acl,
+    audit,
     auth,
     auth_capabilities,
     backing,
@@ -230,6 +231,7 @@ def create_app(
         login_routes,
         dump_routes,
         actions_routes,
+        audit,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)

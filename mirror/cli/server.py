@@ -12,6 +12,7 @@ from uvicorn.config import STARTUP_FAILURE
 
 from mirror.actions import ActionsService
 from mirror.api.app import create_app
+from mirror.audit import AuditTrail
 from mirror.auth.errors import SetupDoneError
 from mirror.auth.secrets import cipher_from_config
 from mirror.auth.store import AuthStore
@@ -347,6 +348,7 @@ def build_app(
         max_json_body=config.server.max_json_body,
     )
     api.state.link_signer = LinkSigner.from_material(link_key_material(config))
+    api.state.audit = AuditTrail.from_settings(catalog.kv, config.audit)
     front: ASGIApp = api
     if config.ui.enabled:
         csrf = CsrfTokens.from_login_tokens(login_tokens)
