@@ -9,9 +9,16 @@ The sandbox: no ``os``, ``io``, ``debug``, ``dofile``, ``loadfile``, ``string.du
 ``package`` loaders; ``load`` takes source text only (never bytecode); ``require`` answers only
 the provided libraries. Python objects never reach the script: library functions are Lua
 closures over them, and a Python attribute is never readable from Lua. A count hook checks the
-deadline every few thousand VM instructions and, once it has passed, fails every instruction,
-so a loop inside ``pcall`` cannot outlive it; the VM's allocator refuses memory past
-``max_memory``. A single library call (a pattern match over a long string) is not interrupted.
+deadline every few thousand VM instructions (in every coroutine) and, once it has passed, fails
+every instruction, so a loop inside ``pcall`` cannot outlive it; a script that catches the
+timeout (in a coroutine) and ends fails all the same. The VM's allocator refuses memory past
+``max_memory``.
+
+What the count hook cannot reach is closed off: C's pattern matching, which runs as one step,
+is replaced where it could run long (:mod:`mirror.actions.lua_patterns`); ``__gc`` metamethods
+never run (Lua calls finalizers with hooks off, and at the VM's close, so an endless one would
+hold the thread for good; lakeFS's go-lua never runs them either): ``setmetatable`` does not
+mark an object for finalization. The ``regexp`` library is RE2's, linear in its input.
 
 lupa is imported when a lua hook runs, never by processes that do not run one.
 """
@@ -24,6 +31,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mirror.actions.lua_libs import Library, LuaLibError, raw, text
+from mirror.actions.lua_patterns import NATIVE_BUDGET
+from mirror.actions.lua_patterns import SOURCE as PATTERNS
 from mirror.actions.model import LUA_SCRIPT_PATHS, ActionHook
 from mirror.actions.webhook import (
     DEFAULT_TIMEOUT,
@@ -50,6 +59,7 @@ _SANDBOX = b"""
 local write, expired, timeout_message, check_every = ...
 local G = _G
 local sethook, setmetatable, getmetatable = debug.sethook, setmetatable, getmetatable
+local raw_getmetatable = debug.getmetatable
 local rawget = rawget
 local type, next, select, error, tostring = type, next, select, error, tostring
 local pack, unpack, concat = table.pack, table.unpack, table.concat
@@ -83,6 +93,34 @@ for _, name in ipairs({"os", "io", "debug", "dofile", "loadfile", "loadstring", 
   G[name] = nil
 end
 string.dump = nil
+
+-- a finalizer runs with hooks off, so nothing could stop an endless one: setmetatable never
+-- marks an object for finalization (the metatable keeps its __gc field, unused); it checks its
+-- arguments itself, so that its errors read as the real one's
+local real_setmetatable, rawset = setmetatable, rawset
+G.setmetatable = function(...)
+  local t, mt = ...
+  if type(t) ~= "table" then
+    local got = select("#", ...) == 0 and "no value" or type(t)
+    error("bad argument #1 to 'setmetatable' (table expected, got " .. got .. ")", 2)
+  end
+  if mt ~= nil and type(mt) ~= "table" then
+    error("bad argument #2 to 'setmetatable' (nil or table expected)", 2)
+  end
+  local current = raw_getmetatable(t)
+  if current ~= nil and rawget(current, "__metatable") ~= nil then
+    error("cannot change a protected metatable", 2)
+  end
+  local gc = mt ~= nil and rawget(mt, "__gc") or nil
+  if gc == nil then
+    real_setmetatable(t, mt)
+    return t
+  end
+  rawset(mt, "__gc", nil)
+  real_setmetatable(t, mt)
+  rawset(mt, "__gc", gc)
+  return t
+end
 
 G.load = function(chunk, name, mode, ...)
   if select("#", ...) > 0 then return real_load(chunk, name, "t", ...) end
@@ -280,7 +318,10 @@ class _Bridge:
 
 
 def _strip_traceback(message: str) -> str:
-    return message.split("\nstack traceback:", 1)[0].removeprefix("error loading code: ")
+    message = ("\n" + message).split("\nstack traceback:", 1)[0][1:]
+    message = message.removeprefix("error loading code: ")
+    # error() with a table or nil: what the Lua interpreter prints for those
+    return message or "(error object is not a string)"
 
 
 def run_lua(
@@ -339,6 +380,7 @@ def run_lua(
             attribute_filter=_deny_attributes,
             max_memory=max_memory,
         )
+        runtime.execute(PATTERNS, NATIVE_BUDGET, name="patterns")
         helpers = runtime.execute(
             _SANDBOX, write, expired, timeout_message.encode(), _CHECK_EVERY, name="sandbox"
         )
@@ -352,6 +394,9 @@ def run_lua(
         g[b"args"] = bridge.to_lua(dict(args))
         g[b"username"] = raw(username)
         runtime.execute(raw(script), name="lua", mode="t")
+        if timed_out:
+            # the script caught the timeout (in a coroutine, say) and ended: it failed all the same
+            error = f"runtime error: {timeout_message}"
     except lua52.LuaSyntaxError as exc:
         error = f"syntax error: {_strip_traceback(str(exc))}"
     except lua52.LuaMemoryError:

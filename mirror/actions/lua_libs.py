@@ -7,9 +7,10 @@ data survives: :func:`raw` gives its bytes back. A function reports a Lua error 
 :class:`LuaLibError`.
 
 Provided (pkg/actions/lua in lakeFS): ``encoding/json``, ``encoding/base64``, ``encoding/hex``,
-``crypto/sha256``, ``crypto/md5``, ``crypto/hmac``, ``strings``, ``path``, ``regexp`` and
-``lakefs``, whose calls act on the server's catalog and answer as the API does: the HTTP status
-code first, then the body (a table for JSON answers, the bytes for ``get_object``).
+``crypto/sha256``, ``crypto/md5``, ``crypto/hmac``, ``strings``, ``path``, ``regexp`` (RE2, as
+Go's regexp) and ``lakefs``, whose calls act on the server's catalog and answer as the API
+does: the HTTP status code first, then the body (a table for JSON answers, the bytes for
+``get_object``).
 """
 
 from __future__ import annotations
@@ -206,19 +207,26 @@ def path_extract_dir_name(path: str) -> str:
     return posixpath.normpath(path[: path.rfind("/") + 1]) if "/" in path else "."
 
 
-# regexp
+# regexp: RE2, as Go's regexp is (the same syntax, time linear in the input: no pattern can
+# backtrack for hours, and a match never holds the GIL long); over the bytes of Lua strings
 
 
-def _compile(pattern: str) -> re.Pattern[str]:
+def _compile(pattern: str) -> Any:
+    import re2  # the server extra's; imported when a lua hook runs, as lupa is
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print each refused pattern to standard error
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise LuaLibError(f"error parsing regexp: {exc}") from None
+        return re2.compile(raw(pattern), options=options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        reason = text(reason) if isinstance(reason, bytes) else str(reason)
+        raise LuaLibError(f"error parsing regexp: {reason}") from None
 
 
 def regexp_match(pattern: str, s: str) -> bool:
     """Return whether ``s`` contains a match of ``pattern``."""
-    return _compile(pattern).search(s) is not None
+    return _compile(pattern).search(raw(s)) is not None
 
 
 def regexp_quote_meta(s: str) -> str:
@@ -226,16 +234,16 @@ def regexp_quote_meta(s: str) -> str:
     return _GO_QUOTE_META.sub(r"\\\1", s)
 
 
-def _groups(m: re.Match[str]) -> list[str]:
-    return [m.group(0), *(g or "" for g in m.groups())]
+def _groups(m: Any) -> list[str]:
+    return [text(m.group(0)), *(text(g or b"") for g in m.groups())]
 
 
 def regexp_compile(pattern: str) -> Library:
     """Return a compiled pattern's functions: ``find``, ``find_all`` and their submatch forms."""
     rx = _compile(pattern)
 
-    def first(items: Iterator[re.Match[str]], n: int) -> list[re.Match[str]]:
-        found: list[re.Match[str]] = []
+    def first(items: Iterator[Any], n: int) -> list[Any]:
+        found: list[Any] = []
         for m in items:
             if 0 <= n <= len(found):
                 break
@@ -243,18 +251,18 @@ def regexp_compile(pattern: str) -> Library:
         return found
 
     def find(s: str) -> str:
-        m = rx.search(s)
-        return m.group(0) if m else ""
+        m = rx.search(raw(s))
+        return text(m.group(0)) if m else ""
 
     def find_all(s: str, n: int) -> list[str]:
-        return [m.group(0) for m in first(rx.finditer(s), int(n))]
+        return [text(m.group(0)) for m in first(rx.finditer(raw(s)), int(n))]
 
     def find_submatch(s: str) -> list[str]:
-        m = rx.search(s)
+        m = rx.search(raw(s))
         return _groups(m) if m else []
 
     def find_all_submatch(s: str, n: int) -> list[list[str]]:
-        return [_groups(m) for m in first(rx.finditer(s), int(n))]
+        return [_groups(m) for m in first(rx.finditer(raw(s)), int(n))]
 
     return {
         "find": find,

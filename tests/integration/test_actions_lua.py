@@ -164,3 +164,95 @@ print("ok " .. action.branch_id .. " from " .. action.source_ref)
     assert [r.status for r in runs] == ["failed", "completed"]
     output = repo.actions.get_run_hook_output(repo.name, runs[1].run_id, "0000_0000")
     assert output == b"ok feature-a from main\n"
+
+
+# the sandbox under a live server: bombs and escape attempts fail the hook, never the server
+
+BOMB = """name: Bomb
+on:
+  pre-commit:
+    branches: [main]
+hooks:
+  - id: bomb
+    type: lua
+    properties:
+      timeout: 1s
+      script: |
+{script}
+"""
+
+
+def _bomb(repo: Repo, script: str) -> tuple[int, str, bytes]:
+    """Commit under a pre-commit hook running ``script``: the status, message and hook log."""
+    indented = "\n".join(" " * 8 + line for line in script.splitlines())
+    repo.put("main", "_lakefs_actions/bomb.yaml", BOMB.format(script=indented))
+    try:
+        repo.commit("main", "under a bomb")
+        status, message = 201, ""
+    except ApiException as exc:
+        status, message = exc.status or 0, json.loads(exc.body)["message"]
+    run = repo.runs()[0]
+    log = repo.actions.get_run_hook_output(repo.name, run.run_id, "0000_0000")
+    return status, message, log
+
+
+def _healthy(repo: Repo) -> None:
+    """The server still answers: its health check, and an ordinary read of the repository."""
+    assert repo.http.get("/healthcheck").status_code == 204
+    assert repo.branches.get_branch(repo.name, "main").id == "main"
+
+
+@pytest.mark.parametrize(
+    ("script", "error"),
+    [
+        # a time bomb: a loop that catches the error each time round
+        (
+            "while true do pcall(function() while true do end end) end",
+            "runtime error: lua hook timed out after 1s",
+        ),
+        # a time bomb in one library call: backtracking C would run for hours
+        (
+            'local s = string.rep("a", 1e5)\nprint(s:find(".-.-.-.-b"))',
+            "runtime error: lua hook timed out after 1s",
+        ),
+        # a memory bomb: the VM's allocator refuses past its limit
+        (
+            "local t = {}\nfor i = 1, 1e9 do t[i] = string.rep('x', 1e6) .. i end",
+            "runtime error: not enough memory",
+        ),
+    ],
+)
+def test_bombs_fail_the_hook_and_the_server_keeps_serving(
+    repo: Repo, script: str, error: str
+) -> None:
+    status, message, log = _bomb(repo, script)
+    assert status == 412
+    assert message.endswith(f"hook 'bomb': {error}\n\n")
+    assert log.endswith(f"Error: {error}\n".encode())
+    _healthy(repo)
+
+
+def test_an_endless_finalizer_never_runs_and_the_commit_goes_through(repo: Repo) -> None:
+    # Lua runs finalizers with hooks off: one that never ends would hold a server thread (and
+    # the whole process when the VM closes) for good
+    status, message, log = _bomb(
+        repo,
+        "setmetatable({}, {__gc = function() while true do end end})\n"
+        "collectgarbage()\nprint('collected')",
+    )
+    assert (status, message, log) == (201, "", b"collected\n")
+    _healthy(repo)
+
+
+def test_a_timeout_caught_in_a_coroutine_still_fails_the_hook(repo: Repo) -> None:
+    status, message, log = _bomb(
+        repo,
+        "local co = coroutine.create(function() while true do end end)\n"
+        "print(coroutine.resume(co))",
+    )
+    assert status == 412
+    assert message.endswith("hook 'bomb': runtime error: lua hook timed out after 1s\n\n")
+    assert log == (
+        b"false\tlua hook timed out after 1s\nError: runtime error: lua hook timed out after 1s\n"
+    )
+    _healthy(repo)
