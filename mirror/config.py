@@ -9,8 +9,10 @@ namespaces under ``./lakemirror-data``. ``docs/configuration.md`` documents ever
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -78,6 +80,10 @@ LEGACY_ENV: Mapping[str, tuple[str, str]] = {
 """Variables older releases read, and the ``(section, key)`` each one sets."""
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+
+_LABEL = r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?"
+_HOST_ENTRY = re.compile(rf"(\*\.)?{_LABEL}(\.{_LABEL})*")
+"""A host name of ``actions.allowed_hosts``, or ``*.`` and a domain."""
 
 
 class _Section(BaseModel):
@@ -323,6 +329,36 @@ class ActionsSettings(_Section):
     post_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     """How long a process's claim on a pending post-event holds unrenewed: the events of a
     process that died run in another that long after."""
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    """Hosts webhook and airflow hooks may reach: names (``hooks.example.com``,
+    ``*.example.com``), addresses or networks (``10.0.0.5``, ``10.1.0.0/16``); empty: any."""
+    deny_private_networks: bool = False
+    """Refuse hooks' requests to loopback, private, link-local, multicast and unspecified
+    addresses (lakeFS does not: off by default); listed addresses and networks are exempt."""
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        # a variable holds "a,b" or a JSON list
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            return json.loads(value)
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        entries = tuple(v.strip().lower().rstrip(".") for v in value)
+        for entry in entries:
+            try:
+                ipaddress.ip_network(entry.strip("[]"), strict=False)
+            except ValueError:
+                if not _HOST_ENTRY.fullmatch(entry):
+                    raise ValueError(
+                        f"{entry!r} is not a host name, *.domain, address or network"
+                    ) from None
+        return entries
 
 
 class LoggingSettings(_Section):

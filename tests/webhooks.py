@@ -67,8 +67,9 @@ class Receiver:
 
 
 @contextmanager
-def webhook_receiver() -> Iterator[Receiver]:
-    """Serve a :class:`Receiver` on a free port of 127.0.0.1 until the block ends."""
+def webhook_receiver(host: str = "127.0.0.1") -> Iterator[Receiver]:
+    """Serve a :class:`Receiver` on a free port of ``host`` (a loopback address) until the block
+    ends."""
     state = Receiver("")
 
     class Handler(BaseHTTPRequestHandler):
@@ -92,10 +93,10 @@ def webhook_receiver() -> Iterator[Receiver]:
         def log_message(self, format: str, *args: Any) -> None:
             return
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = ThreadingHTTPServer((host, 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    state.url = f"http://{host}:{httpd.server_address[1]}"
     try:
         yield state
     finally:

@@ -29,8 +29,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
+from mirror.actions.egress import EgressPolicy, hook_client
 from mirror.actions.model import ACTIONS_PREFIX, Action, ActionFileError, ActionHook, parse_action
 from mirror.actions.pending import PendingEvent, PendingEvents
 from mirror.actions.post_queue import PostQueue, process_name
@@ -110,6 +109,8 @@ class ActionsService:
         clock: Returns the current time in seconds.
         error_answer: The API's status and message for an error, which lua hooks' ``lakefs``
             calls answer (every error is a 500 without it).
+        egress: Where webhook and airflow hooks may connect (:mod:`mirror.actions.egress`);
+            anywhere by default.
     """
 
     def __init__(
@@ -124,6 +125,7 @@ class ActionsService:
         owner: str | None = None,
         clock: Callable[[], float] = time.time,
         error_answer: ErrorAnswer | None = None,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.mirror_post_hooks = mirror_post_hooks
         self.error_answer = error_answer
@@ -135,7 +137,7 @@ class ActionsService:
         self.pending = PendingEvents(catalog.kv, owner or process_name(), post_lease, clock)
         self._post = PostQueue(self.pending, self._run_post, workers=post_workers)
         # one client for every hook: it keeps connections and builds its TLS context once
-        self._http = httpx.Client(follow_redirects=False)
+        self._http = hook_client(egress or EgressPolicy())
         # the actions of a commit never change (its ID hashes its tree), so they are kept; a
         # branch's are read at every event
         self._by_commit: OrderedDict[tuple[str, str], list[Action]] = OrderedDict()

@@ -6,6 +6,10 @@ any 2xx succeeds (pkg/actions/webhook.go). An airflow hook triggers a DAG run:
 ``conf.lakeFS_event``; only 200 succeeds (pkg/actions/airflow.go). Values written
 ``{{ ENV.NAME }}`` take the environment variable ``NAME`` (only names with the configured prefix),
 and are masked in the output log.
+
+A request to a host that ``actions.allowed_hosts`` or ``actions.deny_private_networks`` refuses
+(:mod:`mirror.actions.egress`, enforced by the client the service sends with) fails the hook
+with the host, the address and the rule in its error and its log.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from mirror.actions.egress import EgressRefusedError
 from mirror.actions.model import ActionHook
 
 __all__ = [
@@ -215,6 +220,10 @@ def _send(
         lines.append(f"Error: {error}")
         return error
     except httpx.HTTPError as exc:
+        error = f'action failed: Post "{url}": {exc}'
+        lines.append(f"Error: {error}")
+        return error
+    except EgressRefusedError as exc:
         error = f'action failed: Post "{url}": {exc}'
         lines.append(f"Error: {error}")
         return error

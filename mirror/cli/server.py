@@ -11,6 +11,7 @@ from pydantic import SecretStr
 from uvicorn.config import STARTUP_FAILURE
 
 from mirror.actions import ActionsService
+from mirror.actions.egress import EgressPolicy
 from mirror.api.app import create_app
 from mirror.audit import AuditTrail
 from mirror.auth.errors import SetupDoneError
@@ -316,6 +317,9 @@ def build_app(
             mirror_post_hooks=config.actions.mirror_post_hooks,
             post_lease=config.actions.post_lease_seconds,
             error_answer=answer_for,
+            egress=EgressPolicy.from_settings(
+                config.actions.allowed_hosts, config.actions.deny_private_networks
+            ),
         )
         catalog.hooks = hooks
         # the post-events a dead process left pending run here
