@@ -50,4 +50,14 @@ def test_setup_lakefs_creates_the_first_admin(tmp_path: Path) -> None:
             auth=(key["access_key_id"], key["secret_access_key"]),
         ).json()["results"]
         assert [g["id"] for g in groups] == ["Admins"]
+        # the setup is in the audit trail, anonymous, with the key's ID and never its secret
+        trail = httpx.get(
+            f"{api}/audit",
+            params={"kind": "auth.setup"},
+            auth=(key["access_key_id"], key["secret_access_key"]),
+        )
+        [event] = trail.json()["results"]
+        assert event["actor"]["user_id"] is None and event["actor"]["address"] == "127.0.0.1"
+        assert event["target"] == {"user": "jane", "access_key_id": key["access_key_id"]}
+        assert "s3cr3t-chosen" not in trail.text
         assert "s3cr3t-chosen" not in server.log()

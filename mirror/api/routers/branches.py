@@ -1,10 +1,15 @@
-"""Branches: list, create, get, delete, resets; commit, uncommitted diff, revert, cherry-pick."""
+"""Branches: list, create, get, delete, resets; commit, uncommitted diff, revert, cherry-pick.
+
+A hard reset moves a branch to any commit, dropping the commits after it from the branch's
+history: it is recorded in the audit trail (``branch.hard_reset``, the head before and after).
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
+from mirror.api.audit import AuditDep
 from mirror.api.convert import commit_model, diff_model, model_response
 from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
 from mirror.api.listing import CommonPrefix, group_paths
@@ -28,9 +33,10 @@ from mirror.api.routing import (
     LakeFSRoute,
     PrefixQuery,
 )
+from mirror.audit import kinds
 from mirror.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.core.model import DiffEntry
-from mirror.errors import InvalidValueError
+from mirror.errors import InvalidValueError, LakeMirrorError
 
 __all__ = ["diff_rows", "router"]
 
@@ -123,6 +129,17 @@ def reset_branch(
     return Response(status_code=204)
 
 
+def _head(state: ApiState, repository: str, branch: str) -> str | None:
+    """Return a branch's head for the audit trail; ``None`` when it cannot be read.
+
+    Never raises: the change itself answers for a missing or read-only repository or branch.
+    """
+    try:
+        return state.catalog.get_branch(repository, branch).commit_id
+    except LakeMirrorError:
+        return None
+
+
 @router.put(f"{_BRANCH}/hard_reset", status_code=204, response_class=Response)
 def hard_reset_branch(
     repository: str,
@@ -130,11 +147,20 @@ def hard_reset_branch(
     ref: str,
     state: StateDep,
     caller: CallerDep,
+    audit: AuditDep,
     force: bool = False,
 ) -> Response:
     """Point the branch at ``ref``'s commit; it must have no uncommitted changes."""
     caller.require(Permission(Action.REVERT_BRANCH, branch_arn(repository, branch)))
-    state.catalog.hard_reset_branch(repository, branch, ref)
+    with audit.change(
+        kinds.BRANCH_HARD_RESET,
+        target={"repository": repository, "branch": branch},
+        after={"ref": ref},
+        status=204,
+    ) as change:
+        change.before = {"commit_id": _head(state, repository, branch)}
+        moved = state.catalog.hard_reset_branch(repository, branch, ref)
+        change.after = {"ref": ref, "commit_id": moved.commit_id}
     return Response(status_code=204)
 
 

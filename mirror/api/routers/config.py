@@ -1,10 +1,15 @@
-"""Server configuration, first-time setup, and the health check of lakeFS's API."""
+"""Server configuration, first-time setup, and the health check of lakeFS's API.
+
+The first administrator's setup is recorded in the audit trail (``auth.setup``, anonymous: it
+needs no credentials), with the user and the access key's ID.
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
 from mirror import __version__
+from mirror.api.audit import audit_trail, request_actor
 from mirror.api.deps import ApiState, CallerDep, StateDep
 from mirror.api.models import (
     Config,
@@ -17,6 +22,7 @@ from mirror.api.models import (
 )
 from mirror.api.routers import async_ops
 from mirror.api.routing import LakeFSRoute
+from mirror.audit import kinds
 from mirror.auth.tokens import LOGIN_COOKIE
 
 __all__ = [
@@ -127,13 +133,19 @@ def get_setup_state(state: StateDep) -> SetupState:
 
 
 @router.post("/setup_lakefs", response_model=CredentialsWithSecret)
-def setup(body: Setup, state: StateDep) -> CredentialsWithSecret:
+def setup(body: Setup, state: StateDep, request: Request) -> CredentialsWithSecret:
     """Create the first administrator and its access key (once; 409 afterwards)."""
     key = body.key
     created = state.auth.setup(
         body.username,
         key.access_key_id if key else None,
         key.secret_access_key if key else None,
+    )
+    # anonymous: only the setup that happened is recorded, not every refused attempt
+    audit_trail(request).record(
+        kinds.AUTH_SETUP,
+        request_actor(request, None, None),
+        target={"user": body.username, "access_key_id": created.access_key_id},
     )
     return CredentialsWithSecret(
         access_key_id=created.access_key_id,

@@ -13,6 +13,12 @@ A repository without rules fails the task (its error is the synchronous call's 4
 
 Read-only repositories (mirrors) answer every write and every preparation with 403
 ``read-only repository``: a mirror's objects go when the source's deletions replicate.
+
+Rule changes are recorded in the audit trail (``gc.rules.set``, ``gc.rules.delete``, with the
+rules before and after). A sweep deletes objects outside the server (``lakemirror gc --sweep``,
+a Spark job), so the job reports it: ``POST …/gc/sweeps`` (a LakeMirror extension, needing
+``retention:PrepareGarbageCollectionCommits`` as the run itself) records ``gc.sweep`` with the
+run's counts and, when it failed, why.
 """
 
 from __future__ import annotations
@@ -21,14 +27,17 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
+from mirror.api.audit import AuditDep
 from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
 from mirror.api.errors import describe_error
 from mirror.api.routers.async_ops import RunnerDep, TaskCreation, TaskError
 from mirror.api.routers.dump import task_of
 from mirror.api.routing import LakeFSRoute
+from mirror.audit import AuditRecorder, Change, kinds
 from mirror.auth.permissions import Permission, repository_arn
+from mirror.core.model import Repository
 from mirror.gc import (
     GCRules,
     GCRulesStore,
@@ -36,7 +45,11 @@ from mirror.gc import (
     prepare_commits,
     prepare_uncommitted,
 )
-from mirror.gc.errors import InvalidContinuationTokenError, InvalidGCRulesError
+from mirror.gc.errors import (
+    GCRulesNotFoundError,
+    InvalidContinuationTokenError,
+    InvalidGCRulesError,
+)
 
 __all__ = [
     "GC_PREPARE_TASK_PREFIX",
@@ -48,6 +61,7 @@ __all__ = [
     "GarbageCollectionPrepareResponse",
     "GarbageCollectionRule",
     "GarbageCollectionRules",
+    "GarbageCollectionSweepReport",
     "PrepareGCUncommittedResponse",
     "PrepareGarbageCollectionCommitsStatus",
     "router",
@@ -107,6 +121,31 @@ class PrepareGCUncommittedResponse(BaseModel):
     continuation_token: str | None = None
 
 
+class GarbageCollectionSweepReport(BaseModel):
+    """What a sweep of ``lakemirror gc`` did, as the job reports it for the audit trail."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="the run that swept (absent: it failed before it had one)",
+    )
+    mark_id: str | None = Field(
+        default=None, max_length=128, description="the earlier dry run whose marks it swept"
+    )
+    marked: int = Field(ge=0, description="objects marked as garbage")
+    marked_bytes: int = Field(default=0, ge=0, description="their bytes")
+    deleted: int = Field(ge=0, description="objects deleted")
+    error: str | None = Field(
+        default=None, max_length=1000, description="why the sweep failed; absent: it succeeded"
+    )
+    status: int | None = Field(
+        default=None, ge=400, le=599, description="the status of the answer that failed it"
+    )
+
+
 class GarbageCollectionConfig(BaseModel):
     """The grace period of runs, in seconds."""
 
@@ -147,18 +186,38 @@ def _get_rules(state: ApiState, caller: Caller, repository: str) -> GarbageColle
     return _rules_model(GCRulesStore(state.catalog.kv).get(repo))
 
 
-def _set_rules(state: ApiState, caller: Caller, repository: str, body: object) -> Response:
+def _rules_before(store: GCRulesStore, repo: Repository) -> dict[str, Any] | None:
+    try:
+        return store.get(repo).to_lakefs()
+    except GCRulesNotFoundError:
+        return None
+
+
+def _set_rules(
+    state: ApiState, caller: Caller, audit: AuditRecorder, repository: str, body: object
+) -> Response:
     _allow(caller, SET_RULES, repository)
-    rules = _parse(body)
-    repo = gc_repository(state.catalog, repository)
-    GCRulesStore(state.catalog.kv).set(repo, rules)
+    target = {"repository": repository}
+    with audit.change(kinds.GC_RULES_SET, target=target, after=body, status=204) as change:
+        rules = _parse(body)
+        change.after = rules.to_lakefs()
+        repo = gc_repository(state.catalog, repository)
+        store = GCRulesStore(state.catalog.kv)
+        change.before = _rules_before(store, repo)
+        store.set(repo, rules)
     return Response(status_code=204)
 
 
-def _delete_rules(state: ApiState, caller: Caller, repository: str) -> Response:
+def _delete_rules(
+    state: ApiState, caller: Caller, audit: AuditRecorder, repository: str
+) -> Response:
     _allow(caller, SET_RULES, repository)
-    repo = gc_repository(state.catalog, repository)
-    GCRulesStore(state.catalog.kv).delete(repo)
+    target = {"repository": repository}
+    with audit.change(kinds.GC_RULES_DELETE, target=target, status=204) as change:
+        repo = gc_repository(state.catalog, repository)
+        store = GCRulesStore(state.catalog.kv)
+        change.before = _rules_before(store, repo)
+        store.delete(repo)
     return Response(status_code=204)
 
 
@@ -174,15 +233,19 @@ def get_gc_rules(repository: str, state: StateDep, caller: CallerDep) -> Garbage
     response_class=Response,
     openapi_extra=_RULES_BODY,
 )
-def set_gc_rules(repository: str, body: RulesBody, state: StateDep, caller: CallerDep) -> Response:
+def set_gc_rules(
+    repository: str, body: RulesBody, state: StateDep, caller: CallerDep, audit: AuditDep
+) -> Response:
     """Replace the repository's rules (403 on a read-only repository)."""
-    return _set_rules(state, caller, repository, body)
+    return _set_rules(state, caller, audit, repository, body)
 
 
 @router.delete(_REPO + "/settings/gc_rules", status_code=204, response_class=Response)
-def delete_gc_rules(repository: str, state: StateDep, caller: CallerDep) -> Response:
+def delete_gc_rules(
+    repository: str, state: StateDep, caller: CallerDep, audit: AuditDep
+) -> Response:
     """Remove the repository's rules (204 even when it had none)."""
-    return _delete_rules(state, caller, repository)
+    return _delete_rules(state, caller, audit, repository)
 
 
 @router.get(_REPO + "/gc/rules", response_model=GarbageCollectionRules, deprecated=True)
@@ -201,16 +264,18 @@ def get_gc_rules_deprecated(
     openapi_extra=_RULES_BODY,
 )
 def set_gc_rules_deprecated(
-    repository: str, body: RulesBody, state: StateDep, caller: CallerDep
+    repository: str, body: RulesBody, state: StateDep, caller: CallerDep, audit: AuditDep
 ) -> Response:
     """Replace the repository's rules (deprecated path of ``…/settings/gc_rules``)."""
-    return _set_rules(state, caller, repository, body)
+    return _set_rules(state, caller, audit, repository, body)
 
 
 @router.delete(_REPO + "/gc/rules", status_code=204, response_class=Response, deprecated=True)
-def delete_gc_rules_deprecated(repository: str, state: StateDep, caller: CallerDep) -> Response:
+def delete_gc_rules_deprecated(
+    repository: str, state: StateDep, caller: CallerDep, audit: AuditDep
+) -> Response:
     """Remove the repository's rules (deprecated path of ``…/settings/gc_rules``)."""
-    return _delete_rules(state, caller, repository)
+    return _delete_rules(state, caller, audit, repository)
 
 
 @router.get(_REPO + "/gc/rules/set_allowed", status_code=204, response_class=Response)
@@ -328,6 +393,29 @@ def prepare_gc_uncommitted(
         gc_uncommitted_location=page.location,
         continuation_token=page.continuation_token,
     )
+
+
+@router.post(_REPO + "/gc/sweeps", status_code=204, response_class=Response)
+def report_gc_sweep(
+    repository: str,
+    body: GarbageCollectionSweepReport,
+    state: StateDep,
+    caller: CallerDep,
+    audit: AuditDep,
+) -> Response:
+    """Record a sweep of ``lakemirror gc`` in the audit trail (a LakeMirror extension).
+
+    Needs the permission of preparing a run; 404 for an unknown repository.
+    """
+    _allow(caller, PREPARE_COMMITS, repository)
+    state.catalog.get_repository(repository)
+    details = body.model_dump(exclude={"error", "status"})
+    details["reported_by"] = "lakemirror gc"
+    change = Change(target={"repository": repository}, details=details, status=204)
+    if body.error is not None:
+        change.refuse(body.status or 500, body.error)
+    audit.record(kinds.GC_SWEEP, change)
+    return Response(status_code=204)
 
 
 @router.get("/config/garbage-collection", response_model=GarbageCollectionConfig)

@@ -3,13 +3,15 @@
 These endpoints are how ``lakemirror replicant`` fills a read-only mirror repository. Each needs
 ``fs:MirrorRepository`` on the repository (the built-in ``Replicator`` policy grants it); every
 one except the creation refuses a repository that is not read-only (400). Ordinary writes to a
-mirror stay refused (403), whoever asks.
+mirror stay refused (403), whoever asks. Creating a mirror repository is recorded in the audit
+trail as any repository creation (``repository.create``, with its ``mirror_of``).
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
+from mirror.api.audit import AuditDep
 from mirror.api.convert import commit_model, repository_model
 from mirror.api.deps import Caller, CallerDep, StateDep
 from mirror.api.errors import NotAMirrorError
@@ -21,8 +23,9 @@ from mirror.api.models import (
     Ref,
     Repository,
 )
-from mirror.api.routers.repositories import check_namespace
+from mirror.api.routers.repositories import audited_repository, check_namespace
 from mirror.api.routing import LakeFSRoute
+from mirror.audit import kinds
 from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.core.catalog import Catalog
 from mirror.core.errors import TagExistsError
@@ -54,7 +57,7 @@ def _mirror(catalog: Catalog, caller: Caller, repository: str) -> CoreRepository
 
 @router.post("/mirror/repositories", status_code=201, response_model=Repository)
 def create_mirror_repository(
-    body: MirrorRepositoryCreation, state: StateDep, caller: CallerDep
+    body: MirrorRepositoryCreation, state: StateDep, caller: CallerDep, audit: AuditDep
 ) -> Repository:
     """Create a read-only repository that mirrors ``mirror_of`` (free text, e.g. "region/repo").
 
@@ -63,15 +66,29 @@ def create_mirror_repository(
     .../mirror/branches/{branch}`` with ``expected: null``) at a validated source commit.
     """
     caller.require(Permission(Action.MIRROR_REPOSITORY, repository_arn(body.name)))
-    check_namespace(state, body.storage_namespace)
-    repo = state.catalog.create_repository(
-        body.name,
-        body.storage_namespace,
-        body.default_branch or "main",
-        read_only=True,
-        mirror_of=body.mirror_of,
-        bare=True,
-    )
+    asked = {
+        "storage_namespace": body.storage_namespace,
+        "default_branch": body.default_branch or "main",
+        "read_only": True,
+        "mirror_of": body.mirror_of,
+    }
+    with audit.change(
+        kinds.REPOSITORY_CREATE,
+        target={"repository": body.name},
+        after=asked,
+        details={"bare": True},
+        status=201,
+    ) as change:
+        check_namespace(state, body.storage_namespace)
+        repo = state.catalog.create_repository(
+            body.name,
+            body.storage_namespace,
+            body.default_branch or "main",
+            read_only=True,
+            mirror_of=body.mirror_of,
+            bare=True,
+        )
+        change.after = audited_repository(repo)
     return repository_model(repo)
 
 

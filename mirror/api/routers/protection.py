@@ -10,6 +10,9 @@ change with 403 ``read-only repository``.
 
 lakeFS stores any pattern and then fails every write of the repository with 500 if one does not
 compile; LakeMirror refuses such a pattern with 400 ``invalid branch pattern syntax`` instead.
+
+Every change is recorded in the audit trail (``branch_protection.*``) with the patterns before
+and after it.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from fastapi import APIRouter, Body, Header, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from mirror.api.deps import CallerDep, StateDep
+from mirror.api.audit import AuditDep
+from mirror.api.deps import ApiState, CallerDep, StateDep
 from mirror.api.routing import LakeFSRoute
+from mirror.audit import Change, kinds
 from mirror.auth.permissions import Permission, repository_arn
 from mirror.core import protection
 from mirror.core.errors import RepositoryReadOnlyError
@@ -56,6 +61,17 @@ def _writable(state: StateDep, repository: str) -> Repository:
     return repo
 
 
+def _patterns(state: ApiState, repo: Repository) -> list[str]:
+    return list(protection.get_rules(state.catalog.kv, repo).patterns)
+
+
+def _writable_audited(state: ApiState, repository: str, change: Change) -> Repository:
+    """Return the repository if writable, noting its patterns before the change."""
+    repo = _writable(state, repository)
+    change.before = _patterns(state, repo)
+    return repo
+
+
 @router.get(
     _REPO + "/settings/branch_protection",
     response_model=list[BranchProtectionRule],
@@ -75,12 +91,21 @@ def set_branch_protection_rules(
     body: Annotated[list[BranchProtectionRule], Body()],
     state: StateDep,
     caller: CallerDep,
+    audit: AuditDep,
     if_match: Annotated[str | None, Header(alias="If-Match")] = None,
 ) -> Response:
     """Replace the protected patterns (``If-Match``: the ETag the caller read, or ``""``)."""
     caller.require(Permission(SET_RULES, repository_arn(repository)))
-    repo = _writable(state, repository)
-    protection.set_rules(state.catalog.kv, repo, [r.pattern for r in body], if_match)
+    asked = sorted({r.pattern for r in body})
+    with audit.change(
+        kinds.BRANCH_PROTECTION_SET,
+        target={"repository": repository},
+        after=asked,
+        details={"if_match": if_match},
+        status=204,
+    ) as change:
+        repo = _writable_audited(state, repository, change)
+        protection.set_rules(state.catalog.kv, repo, [r.pattern for r in body], if_match)
     return Response(status_code=204)
 
 
@@ -105,11 +130,22 @@ def create_branch_protection_rule_preflight(
 
 @router.post(_REPO + "/branch_protection", status_code=204, response_class=Response)
 def internal_create_branch_protection_rule(
-    repository: str, body: BranchProtectionRule, state: StateDep, caller: CallerDep
+    repository: str,
+    body: BranchProtectionRule,
+    state: StateDep,
+    caller: CallerDep,
+    audit: AuditDep,
 ) -> Response:
     """Protect one more pattern (deprecated); 409 if it is protected already."""
     caller.require(Permission(SET_RULES, repository_arn(repository)))
-    protection.add_rule(state.catalog.kv, _writable(state, repository), body.pattern)
+    with audit.change(
+        kinds.BRANCH_PROTECTION_CREATE,
+        target={"repository": repository, "pattern": body.pattern},
+        status=204,
+    ) as change:
+        repo = _writable_audited(state, repository, change)
+        protection.add_rule(state.catalog.kv, repo, body.pattern)
+        change.after = _patterns(state, repo)
     return Response(status_code=204)
 
 
@@ -119,11 +155,20 @@ def internal_delete_branch_protection_rule(
     body: Annotated[BranchProtectionRule, Body()],
     state: StateDep,
     caller: CallerDep,
+    audit: AuditDep,
 ) -> Response:
     """Stop protecting one pattern (deprecated); 404 with no body if it is not protected."""
     caller.require(Permission(SET_RULES, repository_arn(repository)))
-    try:
-        protection.delete_rule(state.catalog.kv, _writable(state, repository), body.pattern)
-    except protection.RuleNotFoundError:
-        return Response(status_code=404)
+    with audit.change(
+        kinds.BRANCH_PROTECTION_DELETE,
+        target={"repository": repository, "pattern": body.pattern},
+        status=204,
+    ) as change:
+        repo = _writable_audited(state, repository, change)
+        try:
+            protection.delete_rule(state.catalog.kv, repo, body.pattern)
+        except protection.RuleNotFoundError as exc:
+            change.refuse(404, str(exc))
+            return Response(status_code=404)
+        change.after = _patterns(state, repo)
     return Response(status_code=204)

@@ -1,4 +1,8 @@
-"""Repositories: create, list, get, delete, metadata."""
+"""Repositories: create, list, get, delete, metadata.
+
+Creations and deletions are recorded in the audit trail (``repository.create``,
+``repository.delete``, with the repository's namespace, default branch and role).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,13 @@ import re
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
+from mirror.api.audit import AuditDep
 from mirror.api.convert import repository_model
 from mirror.api.deps import ApiState, CallerDep, StateDep
 from mirror.api.models import Repository, RepositoryCreation, RepositoryList
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
+from mirror.audit import kinds
 from mirror.auth.permissions import (
     ALL_RESOURCES,
     Action,
@@ -21,10 +27,11 @@ from mirror.auth.permissions import (
 )
 from mirror.block.errors import InvalidNamespaceError
 from mirror.block.resolver import split_namespace
+from mirror.core.model import Repository as CoreRepository
 from mirror.core.repository_metadata import RepositoryMetadataStore
 from mirror.errors import InvalidValueError
 
-__all__ = ["check_namespace", "router"]
+__all__ = ["audited_repository", "check_namespace", "router"]
 
 router = APIRouter(route_class=LakeFSRoute, tags=["repositories"])
 
@@ -60,25 +67,52 @@ def check_namespace(state: ApiState, namespace: str) -> None:
         raise InvalidNamespaceError(f"storage namespace {namespace!r} is reserved")
 
 
+def audited_repository(repo: CoreRepository) -> dict[str, object]:
+    """Return what the audit trail keeps of a repository: where it lives and its role."""
+    return {
+        "storage_namespace": repo.storage_namespace,
+        "default_branch": repo.default_branch,
+        "read_only": repo.read_only,
+        "mirror_of": repo.mirror_of,
+    }
+
+
 @router.post("/repositories", status_code=201, response_model=Repository)
 def create_repository(
-    body: RepositoryCreation, state: StateDep, caller: CallerDep, bare: bool = False
+    body: RepositoryCreation,
+    state: StateDep,
+    caller: CallerDep,
+    audit: AuditDep,
+    bare: bool = False,
 ) -> Repository:
     """Create a repository with an initial commit on its default branch (``bare``: neither)."""
     caller.require(
         Permission(Action.CREATE_REPOSITORY, repository_arn(body.name)),
         Permission(Action.ATTACH_STORAGE_NAMESPACE, namespace_arn(body.storage_namespace)),
     )
-    if body.storage_id:
-        raise InvalidValueError(f'unknown storage_id {body.storage_id!r}: use ""')
-    check_namespace(state, body.storage_namespace)
-    repo = state.catalog.create_repository(
-        body.name,
-        body.storage_namespace,
-        body.default_branch or "main",
-        read_only=body.read_only,
-        bare=bare,
-    )
+    asked = {
+        "storage_namespace": body.storage_namespace,
+        "default_branch": body.default_branch or "main",
+        "read_only": body.read_only,
+    }
+    with audit.change(
+        kinds.REPOSITORY_CREATE,
+        target={"repository": body.name},
+        after=asked,
+        details={"bare": bare},
+        status=201,
+    ) as change:
+        if body.storage_id:
+            raise InvalidValueError(f'unknown storage_id {body.storage_id!r}: use ""')
+        check_namespace(state, body.storage_namespace)
+        repo = state.catalog.create_repository(
+            body.name,
+            body.storage_namespace,
+            body.default_branch or "main",
+            read_only=body.read_only,
+            bare=bare,
+        )
+        change.after = audited_repository(repo)
     return repository_model(repo)
 
 
@@ -105,11 +139,18 @@ def get_repository(repository: str, state: StateDep, caller: CallerDep) -> Repos
 
 @router.delete("/repositories/{repository}", status_code=204, response_class=Response)
 def delete_repository(
-    repository: str, state: StateDep, caller: CallerDep, force: bool = False
+    repository: str, state: StateDep, caller: CallerDep, audit: AuditDep, force: bool = False
 ) -> Response:
     """Delete a repository (``force`` also deletes a read-only one)."""
     caller.require(Permission(Action.DELETE_REPOSITORY, repository_arn(repository)))
-    state.catalog.delete_repository(repository, force=force)
+    with audit.change(
+        kinds.REPOSITORY_DELETE,
+        target={"repository": repository},
+        details={"force": force},
+        status=204,
+    ) as change:
+        change.before = audited_repository(state.catalog.get_repository(repository))
+        state.catalog.delete_repository(repository, force=force)
     return Response(status_code=204)
 
 
