@@ -103,6 +103,7 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     mirrors over on its next lease round) while the configuration API drains its requests, all
     within ``replicant.shutdown_timeout``; then the process exits with 0.
     """
+    from mirror.audit import AuditTrail
     from mirror.auth.secrets import optional_cipher
     from mirror.auth.store import AuthStore
     from mirror.cli.http_protocol import ConnectionLimits
@@ -140,6 +141,7 @@ def run_replicant(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
             service,
             AuthStore(kv, cipher=optional_cipher(config)),
             login_tokens=_login_tokens(config, log),
+            audit=AuditTrail.from_settings(kv, config.audit),
             admission=AdmissionLimits.from_settings(config.server),
             max_json_body=config.server.max_json_body,
         )

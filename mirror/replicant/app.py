@@ -12,6 +12,11 @@ as the mirror (fail-back). ``GET /service/replication/v1/mirrors`` lists every m
 region, ``GET …/mirrors/{name}/lag_history`` a mirror's lag of the last hour, and
 ``GET …/mirrors/{name}/promotion`` the report of its promotion.
 
+Every change (``mirror.create``, ``mirror.adopt``, ``mirror.delete``, ``mirror.promote``,
+``mirror.copy_preserved``) is recorded in the region's audit trail, which the region's server
+lists (``GET /api/v1/audit``): by whom, from where, and how it ended, refusals included (a
+planned promotion the mirror did not catch up for).
+
 Under load it behaves as the server does (``server.*`` limits of the process's configuration):
 at most ``max_concurrent_requests`` served at once and ``max_queued_requests`` waiting, the rest
 answered 503 with ``Retry-After``; ``/healthz``, ``/readyz`` and ``/metrics`` always answered;
@@ -32,6 +37,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 from mirror import __version__
+from mirror.audit import Actor, AuditRecorder, AuditTrail, kinds
 from mirror.auth.caller import Caller
 from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.auth.store import AuthStore
@@ -39,7 +45,7 @@ from mirror.auth.tokens import LoginTokens, login_user
 from mirror.errors import AuthenticationError, InvalidValueError, LakeMirrorError
 from mirror.httputil.admission import Admission, AdmissionLimits, AdmissionMiddleware
 from mirror.httputil.body_limit import BodyLimitMiddleware
-from mirror.httputil.errors import install_error_handlers
+from mirror.httputil.errors import answer_for, install_error_handlers
 from mirror.httputil.metrics import OverloadMetrics
 from mirror.httputil.request_log import RequestLogMiddleware
 from mirror.replicant.lag_history import SLOT_SECONDS, WINDOW_SECONDS, LagSample
@@ -272,6 +278,40 @@ def _caller(
 CallerDep = Annotated[Caller, Depends(_caller)]
 
 
+def _describe(exc: BaseException) -> tuple[int, str]:
+    """Return the status and message this API answers ``exc`` with, for a failed change."""
+    if isinstance(exc, LakeMirrorError):
+        return answer_for(exc)
+    return 500, "internal server error"
+
+
+def _recorder(
+    request: Request,
+    caller: CallerDep,
+    credentials: Annotated[HTTPBasicCredentials | None, Depends(_basic)],
+) -> AuditRecorder:
+    """Return the recorder of the request's changes, bound to its caller and address."""
+    client = request.client
+    actor = Actor(
+        user_id=caller.id,
+        # HTTP Basic names the key; a Bearer token (which takes precedence) names none
+        access_key_id=credentials.username if credentials is not None else None,
+        address=client.host if client is not None else None,
+        user_agent=request.headers.get("user-agent"),
+        via="replicant",
+    )
+    trail: AuditTrail = request.app.state.audit
+    return AuditRecorder(trail, actor, _describe)
+
+
+AuditDep = Annotated[AuditRecorder, Depends(_recorder)]
+
+
+def _mirror_target(name: str, source_repo: str) -> dict[str, str]:
+    # the mirror is a repository of this region, named as the mirror
+    return {"mirror": name, "repository": name, "source_repository": source_repo}
+
+
 def _model(service: ReplicantService, config: MirrorConfig) -> MirrorModel:
     data: dict[str, Any] = config.to_json()
     data["worker"] = service.worker_owner(config.name)
@@ -289,23 +329,32 @@ router = APIRouter()
 
 @router.post(MIRRORS_PATH, status_code=201, response_model=MirrorModel)
 async def create_mirror(
-    source_repo: str, body: MirrorCreation, service: ServiceDep, caller: CallerDep
+    source_repo: str,
+    body: MirrorCreation,
+    service: ServiceDep,
+    caller: CallerDep,
+    audit: AuditDep,
 ) -> MirrorModel:
     """Mirror ``source_repo`` into a new read-only repository of this region."""
     caller.require(Permission(Action.CREATE_REPOSITORY, repository_arn(body.name)))
-    if body.storage_namespace is None and not body.existing:
-        raise InvalidValueError("storage_namespace is required (unless adopting: existing)")
-    request = MirrorRequest(
-        name=body.name,
-        region=body.region,
-        storage_namespace=body.storage_namespace or "",
-        source_region=body.source_region,
-        branches=tuple(body.branches),
-        tags=body.tags,
-        existing=body.existing,
-        preserve_diverged=body.preserve_diverged,
-    )
-    config = await service.create_mirror(source_repo, request)
+    kind = kinds.MIRROR_ADOPT if body.existing else kinds.MIRROR_CREATE
+    with audit.change(
+        kind, target=_mirror_target(body.name, source_repo), after=body.model_dump(), status=201
+    ) as change:
+        if body.storage_namespace is None and not body.existing:
+            raise InvalidValueError("storage_namespace is required (unless adopting: existing)")
+        request = MirrorRequest(
+            name=body.name,
+            region=body.region,
+            storage_namespace=body.storage_namespace or "",
+            source_region=body.source_region,
+            branches=tuple(body.branches),
+            tags=body.tags,
+            existing=body.existing,
+            preserve_diverged=body.preserve_diverged,
+        )
+        config = await service.create_mirror(source_repo, request)
+        change.after = config.to_json()
     return _model(service, config)
 
 
@@ -315,6 +364,7 @@ async def promote_mirror(
     name: str,
     service: ServiceDep,
     caller: CallerDep,
+    audit: AuditDep,
     body: PromotionRequest | None = None,
 ) -> PromotionReportModel:
     """Promote a mirror to this region's writable repository (see docs/disaster-recovery.md).
@@ -325,20 +375,44 @@ async def promote_mirror(
     """
     caller.require(Permission(Action.MIRROR_REPOSITORY, repository_arn(name)))
     body = body or PromotionRequest()
-    report = await service.promote(source_repo, name, force=body.force, timeout=body.timeout)
+    with audit.change(
+        kinds.MIRROR_PROMOTE,
+        target=_mirror_target(name, source_repo),
+        details={"force": body.force, "timeout": body.timeout},
+    ) as change:
+        report = await service.promote(source_repo, name, force=body.force, timeout=body.timeout)
+        change.after = {
+            "source": report.source,
+            "forced": report.forced,
+            "branches": len(report.heads),
+            "tags": len(report.tags),
+            "missing": sorted(report.missing),
+            "writes_refused_seconds": report.writes_refused_seconds,
+        }
     return PromotionReportModel.model_validate(report.to_json())
 
 
 @router.post(PRESERVED_PATH, status_code=201, response_model=CopiedBranchModel)
 async def copy_preserved_branch(
-    repo: str, body: PreservedCopyRequest, service: ServiceDep, caller: CallerDep
+    repo: str,
+    body: PreservedCopyRequest,
+    service: ServiceDep,
+    caller: CallerDep,
+    audit: AuditDep,
 ) -> CopiedBranchModel:
     """Copy a branch preserved at fail-back in another region into ``repo`` of this region.
 
     Answers 409 while files of the branch's head are missing from ``repo``'s namespace.
     """
     caller.require(Permission(Action.MIRROR_REPOSITORY, repository_arn(repo)))
-    copied = await service.copy_preserved(repo, body.region, body.repository, body.branch)
+    with audit.change(
+        kinds.MIRROR_COPY_PRESERVED,
+        target={"repository": repo, "branch": body.branch},
+        details=body.model_dump(),
+        status=201,
+    ) as change:
+        copied = await service.copy_preserved(repo, body.region, body.repository, body.branch)
+        change.after = {"branch": copied.branch, "head": copied.head}
     return CopiedBranchModel.model_validate(copied.to_json())
 
 
@@ -394,11 +468,14 @@ async def get_mirror(
 
 @router.delete(MIRRORS_PATH + "/{name}", status_code=204, response_class=Response)
 async def delete_mirror(
-    source_repo: str, name: str, service: ServiceDep, caller: CallerDep
+    source_repo: str, name: str, service: ServiceDep, caller: CallerDep, audit: AuditDep
 ) -> Response:
     """Stop mirroring (the mirror repository stays, read-only)."""
     caller.require(Permission(Action.DELETE_REPOSITORY, repository_arn(name)))
-    await service.delete_mirror(source_repo, name)
+    target = _mirror_target(name, source_repo)
+    with audit.change(kinds.MIRROR_DELETE, target=target, status=204) as change:
+        change.before = service.get_mirror(source_repo, name).to_json()
+        await service.delete_mirror(source_repo, name)
     return Response(status_code=204)
 
 
@@ -430,15 +507,18 @@ def create_replicant_app(
     *,
     run_workers: bool = True,
     login_tokens: LoginTokens | None = None,
+    audit: AuditTrail | None = None,
     admission: AdmissionLimits | None = None,
     max_json_body: int | None = None,
 ) -> FastAPI:
     """Return the replicant's app; with ``run_workers`` its lifespan runs the workers.
 
     With ``login_tokens`` (the region's, :meth:`LoginTokens.from_config`), a login token of the
-    region's server signs a caller in as HTTP Basic does. ``admission`` bounds the requests
-    served at once and queued (:mod:`mirror.httputil.admission`), ``max_json_body`` the bodies
-    (``None``: no bound); refusals count in the replicant's registry.
+    region's server signs a caller in as HTTP Basic does. Changes are recorded in ``audit``
+    (default: a trail of the default retention over the service's KV). ``admission`` bounds
+    the requests served at once and queued (:mod:`mirror.httputil.admission`),
+    ``max_json_body`` the bodies (``None``: no bound); refusals count in the replicant's
+    registry.
     """
 
     @asynccontextmanager
@@ -461,6 +541,7 @@ def create_replicant_app(
     app.state.service = service
     app.state.auth = auth
     app.state.login_tokens = login_tokens
+    app.state.audit = audit or AuditTrail(service.store.kv)
     install_error_handlers(app)
     overload = OverloadMetrics(service.metrics.registry)
     if max_json_body is not None:

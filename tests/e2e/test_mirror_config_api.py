@@ -112,6 +112,13 @@ def _mirrors(source: str) -> str:
     return MIRRORS.format(repo=source)
 
 
+def _audit(world: TwoRegions, **filters: str) -> list[dict[str, Any]]:
+    """Return region ``b``'s audit events the filters match, newest first."""
+    answer = world.b.http.get("/audit", params={**filters, "amount": 1000})
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["results"])
+
+
 def test_bad_input_is_refused_and_creates_nothing(
     world: TwoRegions, calls: Calls, source: lakefs.Repository
 ) -> None:
@@ -156,6 +163,12 @@ def test_bad_input_is_refused_and_creates_nothing(
     assert listed.status_code == 200 and listed.json() == {"results": []}
     _error(calls.send("GET", f"{path}/{name}"), 404)
     assert world.b.http.get(f"/repositories/{name}").status_code == 404
+    # the administrator's refused creations are in the audit trail, each with its answer (the
+    # bodies the schema refuses never reach the handler, so they are none)
+    refused = _audit(world, repository=name, kind="mirror.create")
+    assert {e["result"] for e in refused} == {"failure"}
+    assert sorted(e["status"] for e in refused) == [400] * 10 + [404]
+    assert all(e["actor"]["via"] == "replicant" for e in refused)
 
 
 def test_callers_need_valid_keys_and_permissions(
@@ -234,6 +247,28 @@ def test_mirror_lifecycle_with_status(
     assert deleted.status_code == 204 and deleted.content == b""
     assert name in _error(calls.send("GET", f"{path}/{name}"), 404)
     _error(calls.send("DELETE", f"{path}/{name}"), 404)
+    # the audit trail: who created and deleted it, from where; the refused attempts too
+    events = _audit(world, repository=name)
+    assert [(e["kind"], e["status"]) for e in events] == [
+        ("mirror.delete", 404),
+        ("mirror.delete", 204),
+        ("mirror.delete", 404),  # asked under another source
+        ("mirror.create", 409),  # under another source
+        ("mirror.create", 409),
+        ("mirror.create", 201),
+        ("repository.create", 201),  # the replicant's call to the region's server, within it
+    ]
+    admin = world.b.server.access_key_id
+    created, server_side, removed = events[-2], events[-1], events[1]
+    target = {"mirror": name, "repository": name, "source_repository": source.id}
+    for event in (created, removed):
+        assert event["actor"]["access_key_id"] == admin and event["actor"]["via"] == "replicant"
+        assert event["actor"]["address"] == "127.0.0.1"
+        assert event["target"] == target
+    assert created["after"]["source_region"] == "a" and created["after"]["branches"] == ["main"]
+    assert removed["before"]["storage_namespace"] == world.b.namespace(name)
+    assert server_side["actor"]["access_key_id"] == world.replicator_key[0]
+    assert server_side["after"]["mirror_of"] == f"a/{source.id}"
     assert all(m["name"] != name for m in calls.send("GET", path).json()["results"])
     # the mirror repository stays, read-only, at what it showed
     assert world.b.head(name, "main") == head
@@ -401,8 +436,13 @@ def test_no_secret_in_responses_or_log(
     }
     log = replicant.log()
     assert calls.bodies, "the earlier tests of this module sent nothing"
+    # the region's audit trail holds this module's mirrors (the regions' keys configured in
+    # the replicant among them), and none of the secrets
+    trail = json.dumps(_audit(world))
+    assert '"mirror.create"' in trail and '"mirror.delete"' in trail
     for secret in secrets:
         assert secret not in log
         assert secret.lower() not in log
+        assert secret not in trail
         for body in calls.bodies:
             assert secret not in body

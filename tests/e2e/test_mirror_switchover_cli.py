@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import lakefs
@@ -41,6 +42,13 @@ def _cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env["HOME"] = str(tmp)  # no ~/.lakectl.yaml of the machine
     command = [sys.executable, "-m", "mirror.cli.main", "mirror", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+
+
+def _audit(region: Region, **filters: str) -> list[dict[str, Any]]:
+    """Return a region's audit events the filters match, newest first."""
+    answer = region.http.get("/audit", params={**filters, "amount": 1000})
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["results"])
 
 
 def _commit(region: Region, repo: str, path: str, data: bytes) -> str:
@@ -128,6 +136,36 @@ def test_switchover_moves_the_writable_role_and_reverses_mirroring(
                 str(config_a),
             )
             assert twice.returncode == 5 and "already exists" in twice.stderr
+
+            # each region's audit trail: who moved the role and from where, refusals included
+            in_b = _audit(world.b, repository=mirror)
+            promotions = [e for e in in_b if e["kind"] == "mirror.promote"]
+            assert [e["result"] for e in promotions] == ["failure", "success"]
+            refused, promoted = promotions
+            assert refused["status"] == 409 and "already promoted" in refused["message"]
+            assert promoted["actor"]["access_key_id"] == world.b.server.access_key_id
+            assert promoted["actor"]["via"] == "replicant"
+            assert promoted["target"]["source_repository"] == source.id
+            assert promoted["details"] == {"force": False, "timeout": 60.0}
+            assert promoted["after"]["forced"] is False
+            assert promoted["after"]["source"] == f"a/{source.id}"
+            [made_writable] = [e for e in in_b if e["kind"] == "repository.promote"]
+            assert made_writable["actor"]["access_key_id"] == world.replicator_key[0]
+            assert made_writable["before"] == {"read_only": True, "mirror_of": f"a/{source.id}"}
+            assert {"mirror.create", "repository.create"} <= {e["kind"] for e in in_b}
+            unknown_promotion = _audit(world.b, repository="nowhere", kind="mirror.promote")
+            assert unknown_promotion[0]["status"] == 404
+            in_a = _audit(world.a, repository=source.id)
+            demotions = [e for e in in_a if e["kind"] == "repository.demote"]
+            assert all(e["result"] == "success" for e in demotions)
+            assert all(e["after"]["read_only"] is True for e in demotions)
+            # the planned promotion demoted the source first, with the key b's replicant holds
+            # for a (the adoption, later, again with a's replicator)
+            assert demotions[-1]["actor"]["access_key_id"] == world.a.server.access_key_id
+            adoptions = [e for e in in_a if e["kind"] == "mirror.adopt"]
+            assert [e["result"] for e in adoptions] == ["failure", "success"]
+            assert adoptions[1]["target"]["source_repository"] == mirror
+            assert adoptions[1]["after"]["adopted"] is True
     finally:
         fo.close()
 
