@@ -10,21 +10,40 @@ deletes what an earlier dry run marked.
 Spark runs in local mode (``--master local[*]``) unless told otherwise; on a cluster, submit
 :data:`mirror.spark.submit.GC_JOB` with ``spark-submit`` and the same arguments (docs/gc.md).
 Mirrors refuse: exit code 3 with ``read-only repository``.
+
+A sweep deletes objects outside the server, so the command reports it for the audit trail
+(``POST …/gc/sweeps``, recorded as ``gc.sweep`` under the command's key): its run, its counts,
+and, when it failed, why. A report the server cannot take is a warning, not a failed sweep.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from mirror.cli.context import Context
 from mirror.cli.output import format_size
 from mirror.cli.run import add_client_options, run_client_command
 from mirror.cli.uris import repository_uri
-from mirror.client.errors import AuthError, UsageError
+from mirror.client.client import LakeFSClient
+from mirror.client.errors import AuthError, CLIError, UsageError
 
-__all__ = ["add_gc_arguments", "register_gc_command", "submitted_main"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from mirror.spark.gc import GCRun
+
+__all__ = [
+    "add_gc_arguments",
+    "register_gc_command",
+    "report_sweep",
+    "run_and_report",
+    "submitted_main",
+]
 
 _DEFAULT_MASTER = "local[*]"
 _DEFAULT_SAMPLE = 20
@@ -72,6 +91,76 @@ def add_gc_arguments(parser: argparse.ArgumentParser, *, master: str | None) -> 
     )
 
 
+def report_sweep(
+    client: LakeFSClient, repository: str, report: dict[str, Any], warn: Callable[[str], None]
+) -> None:
+    """Report a sweep for the server's audit trail; ``warn`` if the server refuses the report."""
+    path = f"/repositories/{quote(repository, safe='')}/gc/sweeps"
+    try:
+        client.request("POST", path, json=report)
+    except CLIError as exc:
+        warn(f"warning: the sweep was not recorded: {exc.message}")
+
+
+def _failure(exc: BaseException) -> dict[str, Any]:
+    """Return what a sweep report says of the error that stopped the sweep."""
+    if isinstance(exc, CLIError):
+        return {"error": exc.message[:1000], "status": exc.status}
+    first_line = str(exc).strip().split("\n", 1)[0]
+    return {"error": f"{type(exc).__name__}: {first_line}"[:1000]}
+
+
+def run_and_report(
+    spark: SparkSession,
+    repository: str,
+    *,
+    client: LakeFSClient,
+    sweep: bool,
+    mark_id: str | None = None,
+    grace_period: int | None = None,
+    sample: int = _DEFAULT_SAMPLE,
+    local_root: str | Path | None = None,
+    warn: Callable[[str], None],
+) -> GCRun:
+    """Run :func:`mirror.spark.gc.run_gc`; report a sweep, done or failed, to the audit trail."""
+    from mirror.spark.gc import run_gc
+
+    try:
+        run = run_gc(
+            spark,
+            repository,
+            client=client,
+            sweep=sweep,
+            mark_id=mark_id,
+            grace_period=grace_period,
+            sample=sample,
+            local_root=local_root,
+        )
+    except Exception as exc:
+        if sweep:
+            failed = {"mark_id": mark_id, "marked": 0, "deleted": 0, **_failure(exc)}
+            report_sweep(client, repository, failed, warn)
+        raise
+    if run.swept:
+        swept = {
+            "run_id": run.run_id,
+            "mark_id": mark_id,
+            "marked": run.marked,
+            "marked_bytes": run.marked_bytes,
+            "deleted": run.deleted,
+        }
+        report_sweep(client, repository, swept, warn)
+    return run
+
+
+def _warn(ctx: Context) -> Callable[[str], None]:
+    def warn(text: str) -> None:
+        ctx.stderr.write(f"lakemirror gc: {text}\n")
+        ctx.stderr.flush()
+
+    return warn
+
+
 def _repository(text: str) -> str:
     return repository_uri(text if text.startswith("lakefs://") else f"lakefs://{text}")
 
@@ -94,12 +183,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             status=403,
         )
     try:
-        from mirror.spark.gc import gc_session, rfc3339, run_gc
+        from mirror.spark.gc import gc_session, rfc3339
     except ImportError as exc:  # pragma: no cover - pyspark is in the dev environment
         raise UsageError(f"lakemirror gc needs the spark extra: {exc}") from None
     spark = gc_session(args.master)
     try:
-        run = run_gc(
+        run = run_and_report(
             spark,
             repository,
             client=client,
@@ -108,6 +197,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             grace_period=args.grace_period,
             sample=args.sample,
             local_root=args.local_root,
+            warn=_warn(ctx),
         )
     finally:
         spark.stop()

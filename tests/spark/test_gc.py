@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from mirror.cli.gc_cmd import run_and_report
 from mirror.client.client import LakeFSClient
 from mirror.client.config import ClientConfig, api_base_url
 from mirror.client.errors import AuthError, NotFoundError, UsageError
@@ -275,16 +276,33 @@ def test_dry_run_then_sweep(
     assert {"run_id", "success", "first_slice", "start_time", "cutoff_time"} <= summary.keys()
     assert summary["start_time"].endswith("Z") and summary["first_slice"]
 
+    warnings: list[str] = []
     with _client(server) as client:
-        swept = run_gc(
+        # as `lakemirror gc --sweep --mark-id` runs it: the sweep is reported to the audit trail
+        swept = run_and_report(
             spark,
             lake.repo,
             client=client,
             sweep=True,
             mark_id=shown["run_id"],
             local_root=server.data_dir,
+            warn=warnings.append,
         )
     assert swept.swept and swept.deleted == len(lake.garbage)
+    assert warnings == []
+    [event] = http.get("/audit", params={"kind": "gc.sweep", "repository": lake.repo}).json()[
+        "results"
+    ]
+    assert (event["result"], event["target"]) == ("success", {"repository": lake.repo})
+    assert event["actor"]["access_key_id"] == server.access_key_id
+    assert event["details"] == {
+        "run_id": shown["run_id"],
+        "mark_id": shown["run_id"],
+        "marked": len(lake.garbage),
+        "marked_bytes": shown["marked_bytes"],
+        "deleted": len(lake.garbage),
+        "reported_by": "lakemirror gc",
+    }
     remaining = lake.data_files()
     assert remaining == lake.kept, (remaining - lake.kept, lake.kept - remaining)
     summary, _ = _report(lake, shown["run_id"])

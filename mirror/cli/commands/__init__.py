@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mirror.cli.commands import actions as actions_commands
+from mirror.cli.commands import audit as audit_commands
 from mirror.cli.commands import branch as branch_commands
 from mirror.cli.commands import commit as commit_commands
 from mirror.cli.commands import diff as diff_commands
@@ -34,6 +35,7 @@ _GROUPS = (
     login_commands,
     refs_dump_commands,
     actions_commands,
+    audit_commands,
 )
 
 
