@@ -61,6 +61,7 @@ __all__ = [
     "S3RegionSettings",
     "S3Settings",
     "ServerSettings",
+    "SignInThrottleSettings",
     "SqliteSettings",
     "UISettings",
     "is_secret_key",
@@ -251,6 +252,20 @@ class AuditSettings(_Section):
     """Days an audit event is kept; older ones are no longer listed, and go as new ones come."""
 
 
+class SignInThrottleSettings(_Section):
+    """Failed sign-ins refused for a while, per access key and client address."""
+
+    enabled: bool = True
+    threshold: int = Field(default=10, ge=1, le=100_000)
+    """Failures of one access key from one client address before its attempts are refused."""
+    address_threshold: int = Field(default=100, ge=1, le=1_000_000)
+    """Failures from one client address, whatever the keys, before its attempts are refused."""
+    window: float = Field(default=600.0, gt=0, le=86_400)
+    """Seconds after a count's first failure when it starts over."""
+    max_delay: float = Field(default=60.0, ge=1, le=86_400)
+    """Seconds a refusal lasts at most (the first lasts 1 s, each further failure doubles it)."""
+
+
 class AuthSettings(_Section):
     """The administrator whose key is installed at start-up (when both parts are set)."""
 
@@ -263,6 +278,7 @@ class AuthSettings(_Section):
     """Seconds a login token (``POST /auth/login``) stays valid; lakeFS's 7 days by default."""
     logout_redirect_url: str = Field(default="/auth/login", min_length=1)
     """Where ``GET /logout`` redirects the browser (307) once it expired the session cookie."""
+    throttle: SignInThrottleSettings = SignInThrottleSettings()
 
 
 class GatewaySettings(_Section):

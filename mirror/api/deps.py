@@ -13,13 +13,15 @@ from starlette.concurrency import run_in_threadpool
 
 from mirror.api.hidden import HiddenBranches
 from mirror.auth.caller import Caller
-from mirror.auth.errors import AuthenticationError
+from mirror.auth.errors import AuthenticationError, SignInThrottledError
 from mirror.auth.store import AuthStore
+from mirror.auth.throttle import SignInThrottle
 from mirror.auth.tokens import carries_token, login_user
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
 from mirror.core.model import Repository
 from mirror.errors import LakeMirrorError
+from mirror.httputil.errors import UNAUTHENTICATED
 from mirror.httputil.request_log import note_user
 
 __all__ = [
@@ -29,12 +31,15 @@ __all__ = [
     "OptionalCallerDep",
     "StateDep",
     "basic_credentials",
+    "client_address",
     "get_caller",
     "get_optional_caller",
     "get_state",
     "inline_repository",
     "reads_inline",
+    "refuse_throttled",
     "run_read",
+    "throttled_failure",
 ]
 
 LOCAL_SCHEME = "local://"
@@ -182,14 +187,65 @@ def _authenticate(
         return token_caller
     if credentials is None:
         raise AuthenticationError("error authenticating request: no credentials (HTTP Basic)")
-    if remembered_only:
-        signed_in = state.auth.sign_in_remembered(credentials.username, credentials.password)
-        if signed_in is None:
-            return None
-    else:
-        signed_in = state.auth.sign_in(credentials.username, credentials.password)
+    key_id, throttle = credentials.username, state.auth.throttle
+    client = client_address(request)
+    if throttle is not None:
+        refuse_throttled(throttle, key_id, client)
+    try:
+        if remembered_only:
+            signed_in = state.auth.sign_in_remembered(key_id, credentials.password)
+            if signed_in is None:
+                return None
+        else:
+            signed_in = state.auth.sign_in(key_id, credentials.password)
+    except AuthenticationError as exc:
+        if throttle is not None:
+            throttled_failure(throttle, key_id, client, "api", exc)
+        raise
+    if throttle is not None:
+        throttle.succeeded(key_id, client)
     note_user(signed_in.user.id)
     return Caller(state.auth, signed_in.user, signed_in.policies)
+
+
+def client_address(request: Request) -> str:
+    """Return the client's address as the server sees it.
+
+    That is the connection's peer, or, when the peer is a proxy uvicorn trusts (127.0.0.1 and
+    ::1 by default; ``FORWARDED_ALLOW_IPS`` names others), the last address in
+    ``X-Forwarded-For`` that is not a trusted proxy.
+    """
+    return request.client.host if request.client is not None else "unknown"
+
+
+def refuse_throttled(throttle: SignInThrottle, access_key_id: str, client: str) -> None:
+    """Refuse, before any secret is checked, an attempt the throttle holds back.
+
+    Raises:
+        SignInThrottledError: 401 with ``Retry-After``.
+    """
+    refusal = throttle.check(access_key_id, client)
+    if refusal is None:
+        return
+    whom = "this access key from this address" if refusal.scope == "key" else "this address"
+    raise SignInThrottledError(
+        f"{UNAUTHENTICATED}: too many failed sign-ins for {whom}; "
+        f"retry after {refusal.seconds} seconds",
+        refusal.seconds,
+    )
+
+
+def throttled_failure(
+    throttle: SignInThrottle, access_key_id: str, client: str, door: str, exc: AuthenticationError
+) -> None:
+    """Count a failed sign-in; when it starts a refusal, raise ``exc``'s answer with its wait.
+
+    Raises:
+        SignInThrottledError: ``exc``'s message, with ``Retry-After``.
+    """
+    refusal = throttle.failed(access_key_id, client, door)
+    if refusal is not None:
+        raise SignInThrottledError(str(exc), refusal.seconds) from exc
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -24,6 +24,7 @@ __all__ = [
     "SecretKeyMismatchError",
     "SecretNotStoredError",
     "SetupDoneError",
+    "SignInThrottledError",
     "UserExistsError",
     "UserNotFoundError",
 ]
@@ -79,3 +80,15 @@ class SecretNotStoredError(AuthenticationError):
 
 class SecretKeyMismatchError(AuthenticationError):
     """The stored secret does not open with the configured ``auth.encrypt_secret_key``."""
+
+
+class SignInThrottledError(AuthenticationError):
+    """Too many failed sign-ins: the answer tells the client to wait (``Retry-After``).
+
+    Attributes:
+        retry_after: Whole seconds the client should wait before trying again.
+    """
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -28,6 +28,7 @@ from mirror.auth.errors import (
 from mirror.auth.hashing import hash_secret, verify_secret
 from mirror.auth.model import Credential, NewCredential, Policy
 from mirror.auth.records import changes, check_id, check_key_id, encode, record_key
+from mirror.auth.throttle import SignInThrottle
 from mirror.kv.errors import KVPreconditionFailedError
 
 __all__ = ["AUTH_CHANGE_BOUND_SECONDS", "AuthStore", "SignedIn", "SigningKey"]
@@ -53,6 +54,10 @@ class AuthStore(CredentialRecords, AclRecords):
         cipher: Seals secret access keys for the S3 gateway (:mod:`.secrets`); ``None``: keys
             are only hashed, and the gateway refuses them.
     """
+
+    throttle: SignInThrottle | None = None
+    """The failed sign-ins this process counts, which every front door consults before it
+    checks a secret (:mod:`.throttle`); ``None``: none are refused."""
 
     # installation
 

@@ -17,6 +17,7 @@ from mirror.audit import AuditTrail
 from mirror.auth.errors import SetupDoneError
 from mirror.auth.secrets import cipher_from_config
 from mirror.auth.store import AuthStore
+from mirror.auth.throttle import SignInThrottle, ThrottleRules
 from mirror.auth.tokens import LoginTokens
 from mirror.block.resolver import BlockResolver
 from mirror.cli.http_protocol import ConnectionLimits
@@ -31,7 +32,13 @@ from mirror.cli.serving import (
     serve_workers,
     worker_config,
 )
-from mirror.config import AuthSettings, ConfigurationError, LakeMirrorConfig, S3Settings
+from mirror.config import (
+    AuthSettings,
+    ConfigurationError,
+    LakeMirrorConfig,
+    S3Settings,
+    SignInThrottleSettings,
+)
 from mirror.core.catalog import Catalog
 from mirror.errors import UnavailableError
 from mirror.gateway.app import with_gateway
@@ -278,6 +285,19 @@ def block_resolver(config: LakeMirrorConfig) -> tuple[BlockResolver, tuple[str, 
     return resolver, schemes
 
 
+def sign_in_throttle(settings: SignInThrottleSettings) -> SignInThrottle | None:
+    """Return the failed sign-ins' throttle ``auth.throttle`` describes (``None``: disabled)."""
+    if not settings.enabled:
+        return None
+    rules = ThrottleRules(
+        threshold=settings.threshold,
+        address_threshold=settings.address_threshold,
+        window=settings.window,
+        max_delay=settings.max_delay,
+    )
+    return SignInThrottle(rules)
+
+
 def build_app(
     config: LakeMirrorConfig,
     catalog: Catalog,
@@ -331,9 +351,11 @@ def build_app(
     if close_kv:
         closers.append(catalog.kv.close)
     login_tokens = LoginTokens.from_config(config)
+    auth = AuthStore(catalog.kv, cipher=cipher_from_config(config))
+    auth.throttle = sign_in_throttle(config.auth.throttle)
     api = create_app(
         catalog,
-        AuthStore(catalog.kv, cipher=cipher_from_config(config)),
+        auth,
         local_root=root,
         namespace_schemes=schemes,
         worker_header=worker_header,

@@ -14,6 +14,10 @@ parsed (the request must still be an S3 request), never checked. A cookie that d
 is refused. A write is never authenticated by the cookie: it needs a signature that verifies,
 so a page of another site cannot write through a signed-in browser (the cookie is also
 ``SameSite=Strict``, so such a page's requests do not carry it).
+
+Unknown keys and signatures that do not match count as failed sign-ins of the key from the
+client's address (:mod:`mirror.auth.throttle`); past the limit such attempts answer
+``AccessDenied`` with ``Retry-After`` before any signature is checked.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
 
     from mirror.auth.credentials import SigningKey
     from mirror.auth.store import AuthStore
+    from mirror.auth.throttle import SignInThrottle
     from mirror.auth.tokens import LoginTokens
     from mirror.config import GatewaySettings
 
@@ -122,6 +127,28 @@ def _key_for(auth: AuthStore, access_key_id: str) -> SigningKey:
         raise S3Error(S3Code.ACCESS_DENIED, f"{S3Code.ACCESS_DENIED.description}: {exc}") from exc
 
 
+# what a wrong guess of a key or its secret answers; a malformed or expired request guesses nothing
+_GUESSES = frozenset({S3Code.INVALID_ACCESS_KEY_ID, S3Code.SIGNATURE_DOES_NOT_MATCH})
+
+
+def _refuse_throttled(throttle: SignInThrottle, access_key_id: str, client: str) -> None:
+    """Refuse, before the signature is checked, an attempt the throttle holds back.
+
+    Raises:
+        S3Error: AccessDenied with ``Retry-After``.
+    """
+    refusal = throttle.check(access_key_id, client)
+    if refusal is None:
+        return
+    whom = "this access key from this address" if refusal.scope == "key" else "this address"
+    raise S3Error(
+        S3Code.ACCESS_DENIED,
+        f"{S3Code.ACCESS_DENIED.description}: too many failed sign-ins for {whom}; "
+        f"retry after {refusal.seconds} seconds",
+        headers={"Retry-After": str(refusal.seconds)},
+    )
+
+
 def _length(value: str | None, name: str) -> int | None:
     if value is None:
         return None
@@ -192,15 +219,31 @@ async def authenticate(
         note_user(caller.id)
         stated = _length(wire.header("content-length"), "content-length")
         return Authenticated(caller, access_key_id, request.stream(), stated, by_session=True)
+    throttle, client = auth.throttle, request.client.host if request.client else "unknown"
+    if throttle is not None:
+        _refuse_throttled(throttle, access_key_id, client)
     if v4 is not None:
         check_time(v4, now())
     else:
         assert v2 is not None
         check_time_v2(wire, v2, now())
-    key = await anyio.to_thread.run_sync(_key_for, auth, access_key_id)
+    try:
+        key = await anyio.to_thread.run_sync(_key_for, auth, access_key_id)
+        if v4 is not None:
+            verified = verify_v4(wire, v4, key.secret)
+        else:
+            assert v2 is not None
+            verify_v2(wire, v2, key.secret, bucket=_host_bucket(wire, settings))
+    except S3Error as err:
+        if throttle is not None and err.code in _GUESSES:
+            refusal = throttle.failed(access_key_id, client, "gateway")
+            if refusal is not None:
+                err.headers["Retry-After"] = str(refusal.seconds)
+        raise
+    if throttle is not None:
+        throttle.succeeded(access_key_id, client)
     body: AsyncIterator[bytes] = request.stream()
     if v4 is not None:
-        verified = verify_v4(wire, v4, key.secret)
         if v4.payload_hash in STREAMING_PAYLOADS:
             decoded = _length(
                 wire.header("x-amz-decoded-content-length"), "x-amz-decoded-content-length"
@@ -215,8 +258,6 @@ async def authenticate(
             content_length = _length(wire.header("content-length"), "content-length")
             body = checked_body(body, payload_checks(wire, v4.payload_hash, content_length))
     else:
-        assert v2 is not None
-        verify_v2(wire, v2, key.secret, bucket=_host_bucket(wire, settings))
         content_length = _length(wire.header("content-length"), "content-length")
         body = checked_body(body, payload_checks(wire, None, content_length))
     note_user(key.user.id)

@@ -29,7 +29,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mirror.auth.errors import GroupExistsError, PolicyExistsError, UserExistsError
+from mirror.auth.errors import (
+    GroupExistsError,
+    PolicyExistsError,
+    SignInThrottledError,
+    UserExistsError,
+)
 from mirror.block.errors import InvalidRangeError
 from mirror.core.errors import (
     DefaultBranchDeletionError,
@@ -172,8 +177,13 @@ _CHALLENGE = {"WWW-Authenticate": 'Basic realm="lakemirror"'}
 def _lakemirror_error(exc: LakeMirrorError, *, challenge: bool) -> Response:
     status = status_for(exc)
     if status == 401 and not challenge:
-        return unauthorized(message_for(exc))
+        response = unauthorized(message_for(exc))
+        if isinstance(exc, SignInThrottledError):
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
     headers: dict[str, str] = dict(_CHALLENGE) if status == 401 else {}
+    if isinstance(exc, SignInThrottledError):
+        headers["Retry-After"] = str(exc.retry_after)
     extra: dict[str, Any] = {}
     if status in (429, 503):
         headers["Retry-After"] = "1"

@@ -20,8 +20,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel
 
-from mirror.api.deps import StateDep
+from mirror.api.deps import StateDep, client_address, refuse_throttled, throttled_failure
 from mirror.api.routing import LakeFSRoute
+from mirror.auth.errors import AuthenticationError
 from mirror.auth.tokens import LOGIN_COOKIE, LoginTokens
 from mirror.httputil.request_log import note_user
 
@@ -72,10 +73,24 @@ def login(
 ) -> AuthenticationToken:
     """Sign in with an access key; answer a token and set the session cookie.
 
+    Repeated failures of a key from one address (or from one address) are refused for a while
+    with ``Retry-After`` (:mod:`mirror.auth.throttle`).
+
     Raises:
-        AuthenticationError: 401, unknown key or wrong secret.
+        AuthenticationError: 401, unknown key or wrong secret, or too many failures.
     """
-    user = state.auth.authenticate(body.access_key_id, body.secret_access_key)
+    key_id, throttle = body.access_key_id, state.auth.throttle
+    client = client_address(request)
+    if throttle is not None:
+        refuse_throttled(throttle, key_id, client)
+    try:
+        user = state.auth.authenticate(key_id, body.secret_access_key)
+    except AuthenticationError as exc:
+        if throttle is not None:
+            throttled_failure(throttle, key_id, client, "login", exc)
+        raise
+    if throttle is not None:
+        throttle.succeeded(key_id, client)
     note_user(user.id)
     issued = tokens_of(request).issue(user.id)
     response.set_cookie(
