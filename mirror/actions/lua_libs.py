@@ -67,6 +67,25 @@ class LuaLibError(Exception):
     """A library call failed: raised in the script as a Lua error with this message."""
 
 
+MAX_RESULT_ITEMS = 1_000_000
+"""Items a library call returns at most (a split, a find_all); more fails as the VM does."""
+MAX_RESULT_BYTES = 128 * 1024 * 1024
+"""Bytes a library call's string result may have at most (the VM's own memory limit)."""
+MAX_MATCHES = 100_000
+"""Matches a regexp ``find_all`` call returns at most (each costs microseconds outside the
+hook's deadline checks)."""
+
+
+def _room(items: int = 0, size: int = 0) -> None:
+    """Fail a call before it builds more than a hook's VM could hold, in the server's memory.
+
+    Raises:
+        LuaLibError: ``not enough memory``, the text the VM fails with.
+    """
+    if items > MAX_RESULT_ITEMS or size > MAX_RESULT_BYTES:
+        raise LuaLibError("not enough memory")
+
+
 def raw(value: str) -> bytes:
     """Return the bytes of a Lua string received as ``str``."""
     return value.encode("utf-8", "surrogateescape")
@@ -157,11 +176,15 @@ def _hmac(digest: str) -> Callable[[str, str], bytes]:
 
 def strings_split(s: str, sep: str) -> list[str]:
     """Split ``s`` at every ``sep`` (Go's ``strings.Split``: an empty ``sep`` splits chars)."""
+    _room(items=len(s) if sep == "" else s.count(sep) + 1)
     return list(s) if sep == "" else s.split(sep)
 
 
 def strings_replace(s: str, old: str, new: str, n: int) -> str:
     """Replace the first ``n`` ``old`` by ``new`` (``n < 0``: all)."""
+    found = len(s) + 1 if old == "" else s.count(old)
+    count = found if n < 0 else min(int(n), found)
+    _room(size=len(raw(s)) + count * (len(raw(new)) - len(raw(old))))
     return s.replace(old, new, int(n))
 
 
@@ -247,6 +270,8 @@ def regexp_compile(pattern: str) -> Library:
         for m in items:
             if 0 <= n <= len(found):
                 break
+            if len(found) == MAX_MATCHES:
+                raise LuaLibError(f"regexp: more than {MAX_MATCHES} matches")
             found.append(m)
         return found
 

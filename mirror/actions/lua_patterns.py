@@ -43,33 +43,14 @@ local MAXCCALLS, MAXCAPTURES = 200, 32
 local CAP_UNFINISHED, CAP_POSITION = -1, -2
 local SPECIALS = "[%^%$%*%+%?%.%(%[%%%-]"
 
--- the C library's character classes in the "C" locale, by class letter
+-- the character classes, each asked of C's own matcher once (so they follow its locale)
 local classes = {}
-do
-  local function set(pred)
-    local t = {}
-    for c = 0, 255 do if pred(c) then t[c] = true end end
-    return t
+for letter in ("acdglpsuwxz"):gmatch(".") do
+  local set = {}
+  for c = 0, 255 do
+    if c_find(string.char(c), "^%" .. letter) then set[c] = true end
   end
-  local function upper(c) return c >= 65 and c <= 90 end
-  local function lower(c) return c >= 97 and c <= 122 end
-  local function alpha(c) return upper(c) or lower(c) end
-  local function digit(c) return c >= 48 and c <= 57 end
-  local function alnum(c) return alpha(c) or digit(c) end
-  local function graph(c) return c > 32 and c < 127 end
-  classes[97] = set(alpha)                                             -- a
-  classes[99] = set(function(c) return c < 32 or c == 127 end)         -- c
-  classes[100] = set(digit)                                            -- d
-  classes[103] = set(graph)                                            -- g
-  classes[108] = set(lower)                                            -- l
-  classes[112] = set(function(c) return graph(c) and not alnum(c) end) -- p
-  classes[115] = set(function(c) return c == 32 or (c >= 9 and c <= 13) end)  -- s
-  classes[117] = set(upper)                                            -- u
-  classes[119] = set(alnum)                                            -- w
-  classes[120] = set(function(c)                                       -- x
-    return digit(c) or (c >= 97 and c <= 102) or (c >= 65 and c <= 70)
-  end)
-  classes[122] = {[0] = true}                                          -- z
+  classes[byte(letter)] = set
 end
 
 -- errors of the matcher travel as this table's instances up to the entry point, which raises

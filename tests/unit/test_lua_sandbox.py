@@ -211,6 +211,26 @@ def test_memory_bombs_fail_with_not_enough_memory(script: str) -> None:
     assert run(script, max_memory=16 * 1024 * 1024)[0] == MEMORY
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        # results that would be built in the server's memory before the VM could refuse them
+        'require("strings").split(string.rep("x", 2e6), "")',
+        'require("strings").replace(string.rep("x", 1e6), "x", string.rep("y", 1e3), -1)',
+    ],
+)
+def test_library_results_are_bounded_before_they_are_built(call: str) -> None:
+    assert run(f"local r = {call}")[0] == MEMORY
+
+
+def test_find_all_returns_a_bounded_number_of_matches() -> None:
+    error, _ = run('local r = require("regexp").compile("").find_all(string.rep("x", 2e6), -1)')
+    assert error == "runtime error: regexp: more than 100000 matches"
+    assert out('print(#require("regexp").compile("x").find_all(string.rep("x", 1e5), -1))') == (
+        "100000\n"
+    )
+
+
 def test_collectgarbage_answers_without_escaping() -> None:
     log = out(
         'print(type(collectgarbage("count")), collectgarbage("step", 1e9), '
