@@ -33,6 +33,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
 __all__ = [
+    "EVENT_LOOP_ENV",
     "FAST_READS_ENV",
     "FORCE_EXIT_GRACE",
     "HTTP_PROTOCOL_ENV",
@@ -93,11 +95,20 @@ def fast_reads() -> bool:
     return os.environ.get(FAST_READS_ENV) != "off"
 
 
+EVENT_LOOP_ENV = "_LAKEMIRROR_EVENT_LOOP"
+"""``asyncio`` or ``uvloop`` picks uvicorn's event loop: ``bench.overload --event-loop``
+compares them on the same build (not a configuration key)."""
+
+
 def uvicorn_options() -> dict[str, Any]:
     """Return :data:`UVICORN_OPTIONS`, with h11 if :data:`HTTP_PROTOCOL_ENV` asks for it."""
+    options = dict(UVICORN_OPTIONS)
     if os.environ.get(HTTP_PROTOCOL_ENV) == "h11":
-        return {**UVICORN_OPTIONS, "http": "h11"}
-    return dict(UVICORN_OPTIONS)
+        options["http"] = "h11"
+    loop = os.environ.get(EVENT_LOOP_ENV)
+    if loop in ("asyncio", "uvloop"):
+        options["loop"] = loop
+    return options
 
 
 STATE_ENV = "_LAKEMIRROR_SERVING_STATE"
@@ -108,6 +119,10 @@ _CONFIG_FILE = "config.pickle"
 _METRICS_DIR = "metrics"
 FORCE_EXIT_GRACE = 3.0
 """Seconds past ``shutdown_timeout`` after which a stopping process exits whatever hangs."""
+WORKER_START_GRACE = 120.0
+"""Seconds a new worker has to answer the supervisor's first health check. Until it runs, a
+worker answers no check; its interpreter and imports can take longer than a check's timeout (5 s)
+on a busy machine, and a worker killed for that would be replaced by one killed the same way."""
 
 
 class ServingConfig(uvicorn.Config):
@@ -173,30 +188,61 @@ class GracefulServer(uvicorn.Server):
 class _Supervisor(Multiprocess):
     """uvicorn's supervisor of worker processes, each worker on a listening socket of its own.
 
-    A worker that dies is replaced on the socket it had. Workers still alive ``bound`` seconds
-    after SIGTERM or SIGINT are killed.
+    A worker that dies is replaced on the socket it had, and so is one that stops answering its
+    health checks; a new worker gets :data:`WORKER_START_GRACE` seconds to answer its first.
+    Workers still alive ``bound`` seconds after SIGTERM or SIGINT are killed.
     """
 
     def __init__(self, config: uvicorn.Config, sockets: list[socket.socket], bound: float) -> None:
         super().__init__(config, sockets)
         self._bound = bound
         self._armed = False
+        self._starting: dict[int, float] = {}
+        """Worker index → when it was started, until it answers its first health check."""
 
     def _start(self, index: int) -> Process:
         process = Process(self.config, [self.sockets[index]])
         process.start()
         return process
 
+    def _start_with_grace(self, index: int) -> Process:
+        """Start worker ``index`` and send its first health check, read by _still_starting."""
+        process = self._start(index)
+        process.parent_conn.send(b"ping")
+        self._starting[index] = time.monotonic()
+        return process
+
+    def _still_starting(self, index: int, process: Process) -> bool:
+        """Return whether worker ``index`` is alive, has not answered yet, and is in its grace."""
+        began = self._starting.get(index)
+        if began is None:
+            return False
+        try:
+            answered = process.process.is_alive() and process.parent_conn.poll(0)
+            if answered:
+                process.parent_conn.recv()
+        except (OSError, EOFError, pickle.UnpicklingError):
+            answered = False
+        if answered or not process.process.is_alive():
+            del self._starting[index]
+            return False
+        if time.monotonic() - began > WORKER_START_GRACE:
+            del self._starting[index]
+            return False
+        return True
+
     def init_processes(self) -> None:
         """Start one worker per socket."""
         for index in range(self.processes_num):
-            self.processes.append(self._start(index))
+            self.processes.append(self._start_with_grace(index))
 
     def keep_subprocess_alive(self) -> None:
         """Replace dead or hung workers; stop everything if one could not start at all."""
         if self.should_exit.is_set():
             return
         for index, process in enumerate(self.processes):
+            if self._still_starting(index, process):
+                continue
             if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
                 continue
             process.kill()
@@ -209,7 +255,7 @@ class _Supervisor(Multiprocess):
             if self.should_exit.is_set():
                 return
             _uvicorn_log.info(f"Child process [{process.pid}] died")
-            self.processes[index] = self._start(index)
+            self.processes[index] = self._start_with_grace(index)
 
     def restart_all(self) -> None:
         """Replace every worker (SIGHUP), each on its socket, the new one before the old goes."""
@@ -224,6 +270,7 @@ class _Supervisor(Multiprocess):
             old.terminate()
             old.join()
             self.processes[index] = new
+            self._starting.pop(index, None)  # the new one answered; the old one's grace is over
 
     def handle_ttin(self) -> None:
         """Keep the number of workers (it is ``server.workers``, one socket each)."""
