@@ -302,7 +302,8 @@ class _GuardedTransport(httpx.HTTPTransport):
         super().__init__(trust_env=False)
         limits = httpx.Limits()
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            # SSL_CERT_FILE and SSL_CERT_DIR still apply (an internal receiver's CA)
+            ssl_context=httpx.create_ssl_context(),
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,

@@ -246,3 +246,41 @@ def test_settings_read_lists_from_variables(monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(ConfigurationError, match=r"actions\.allowed_hosts: .*'bad host' is not"):
         load_config()
     assert ActionsSettings().allowed_hosts == () and not ActionsSettings().deny_private_networks
+
+
+class TlsProbe(httpcore.NetworkBackend):
+    """Connects to nothing: records the address dialled and the name TLS is started with."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str | None]] = []
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        probe = self
+
+        class Stream(httpcore.NetworkStream):
+            def start_tls(
+                self, ssl_context: Any, server_hostname: str | None = None, timeout: Any = None
+            ) -> httpcore.NetworkStream:
+                probe.seen.append((host, server_hostname))
+                raise httpcore.ConnectError("stopped before the handshake")
+
+            def close(self) -> None:
+                return None
+
+        return Stream()
+
+
+def test_tls_is_started_with_the_host_name_on_the_checked_address() -> None:
+    resolver = Resolver({"hooks.example.com": [["203.0.113.9"]]})
+    probe = TlsProbe()
+    policy = EgressPolicy.from_settings(["hooks.example.com"], deny_private=True)
+    with hook_client(policy, resolver, probe) as client, pytest.raises(httpx.ConnectError):
+        client.post("https://hooks.example.com/x", content=b"{}")
+    assert probe.seen == [("203.0.113.9", "hooks.example.com")]
