@@ -284,3 +284,24 @@ def test_tls_is_started_with_the_host_name_on_the_checked_address() -> None:
     with hook_client(policy, resolver, probe) as client, pytest.raises(httpx.ConnectError):
         client.post("https://hooks.example.com/x", content=b"{}")
     assert probe.seen == [("203.0.113.9", "hooks.example.com")]
+
+
+@pytest.mark.parametrize(
+    ("url", "where", "kind"),
+    [
+        ("http://2130706433:9/x", "2130706433 (127.0.0.1)", "a loopback"),
+        ("http://0x7f.1:9/x", "0x7f.1 (127.0.0.1)", "a loopback"),
+        ("http://0177.0.0.1:9/x", "0177.0.0.1 (127.0.0.1)", "a loopback"),
+        ("http://[::ffff:127.0.0.1]:9/x", "::ffff:127.0.0.1 (::ffff:7f00:1)", "a loopback"),
+        ("http://[::1]:9/x", "::1", "a loopback"),
+        ("http://0:9/", "0 (0.0.0.0)", "an unspecified"),
+        ("http://169.254.169.254/latest/", "169.254.169.254", "a link-local"),
+    ],
+)
+def test_every_spelling_of_an_internal_address_is_refused(url: str, where: str, kind: str) -> None:
+    with hook_client(EgressPolicy(deny_private=True)) as client:
+        outcome = call_hook(hook(url), {}, env_prefix="X", environ={}, client=client)
+    assert outcome.error == (
+        f'action failed: Post "{url}": refused by actions.deny_private_networks: '
+        f"{where} is {kind} address"
+    )
