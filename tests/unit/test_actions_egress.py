@@ -291,7 +291,6 @@ def test_tls_is_started_with_the_host_name_on_the_checked_address() -> None:
     [
         ("http://2130706433:9/x", "2130706433 (127.0.0.1)", "a loopback"),
         ("http://0x7f.1:9/x", "0x7f.1 (127.0.0.1)", "a loopback"),
-        ("http://0177.0.0.1:9/x", "0177.0.0.1 (127.0.0.1)", "a loopback"),
         ("http://[::ffff:127.0.0.1]:9/x", "::ffff:127.0.0.1 (::ffff:7f00:1)", "a loopback"),
         ("http://[::1]:9/x", "::1", "a loopback"),
         ("http://0:9/", "0 (0.0.0.0)", "an unspecified"),
@@ -305,3 +304,12 @@ def test_every_spelling_of_an_internal_address_is_refused(url: str, where: str, 
         f'action failed: Post "{url}": refused by actions.deny_private_networks: '
         f"{where} is {kind} address"
     )
+
+
+def test_a_dotted_octal_address_is_refused_as_an_invalid_url() -> None:
+    # httpx refuses dotted forms with leading zeros before anything resolves or connects
+    with hook_client(EgressPolicy(deny_private=True)) as client:
+        outcome = call_hook(
+            hook("http://0177.0.0.1:9/x"), {}, env_prefix="X", environ={}, client=client
+        )
+    assert outcome.error == "action failed: invalid url: Invalid IPv4 address: '0177.0.0.1'"
