@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -395,6 +395,7 @@ class ContinuousWriter:
         branch: the branch committed to.
         interval: seconds between steps.
         prefix: the folder of the objects written.
+        event_hooks: httpx's event hooks of the writer's clients (to time its requests, say).
     """
 
     def __init__(
@@ -403,6 +404,7 @@ class ContinuousWriter:
         branch: str = "main",
         interval: float = 0.1,
         prefix: str = "writer",
+        event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
     ) -> None:
         self.targets = list(regions)
         self.branch = branch
@@ -416,7 +418,12 @@ class ContinuousWriter:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="writer", daemon=True)
         self._clients = {
-            name: httpx.Client(base_url=region.http.base_url, auth=region.http.auth, timeout=10.0)
+            name: httpx.Client(
+                base_url=region.http.base_url,
+                auth=region.http.auth,
+                timeout=10.0,
+                event_hooks=event_hooks,
+            )
             for name, region, _ in self.targets
         }
 

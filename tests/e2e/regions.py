@@ -431,6 +431,10 @@ def backend_world(request: pytest.FixtureRequest, tmp: Path) -> Iterator[TwoRegi
         yield world
 
 
+class _Unanswered(Exception):
+    """A request a :class:`SafetyChecker` must ask again: its answer said nothing of the mirror."""
+
+
 @dataclass
 class Violation:
     """An object of a mirror head that could not be read as recorded."""
@@ -451,6 +455,11 @@ class SafetyChecker:
     not only when it is new: files can also go after a head was checked (garbage collection at
     the source, its deletions replicated), and a head must stay readable as long as it is the
     head.
+
+    A request that gets no answer (a connection refused or cut) is no answer about the mirror:
+    the head is checked again whole on the next round, and so is it after an answer that
+    ``transient`` (when given) calls a passing refusal of the server rather than a verdict on
+    the mirror (a ``503`` while a region's KV is restarting, say).
     """
 
     def __init__(
@@ -460,12 +469,16 @@ class SafetyChecker:
         branch: str = "main",
         source: tuple[Region, str] | None = None,
         recheck: float | None = None,
+        transient: Callable[[httpx.Response], bool] | None = None,
     ) -> None:
         self.region = region
         self.repo = repo
         self.branch = branch
         self.source = source
         self.recheck = recheck
+        self.transient = transient
+        self.interrupted = 0
+        """Checks of a head cut short (no answer, or a transient one) and started again."""
         self.rounds = 0
         """Checks of a head, counting re-checks."""
         self.checked: list[str] = []
@@ -499,28 +512,37 @@ class SafetyChecker:
         seen: set[str] = set()
         last_check = 0.0
         while not self._stop.is_set():
-            response = self._http.get(f"/repositories/{self.repo}/branches/{self.branch}")
-            if response.status_code == 200:
-                head = str(response.json()["commit_id"])
-                if head not in seen:
-                    self.check_source_has(head)
-                    self.check_commit(head)
-                    seen.add(head)
-                    self.checked.append(head)
-                    self.rounds += 1
-                    last_check = time.monotonic()
-                elif self.recheck is not None and time.monotonic() - last_check >= self.recheck:
-                    self.check_commit(head)
-                    self.rounds += 1
-                    last_check = time.monotonic()
+            try:
+                response = self._http.get(f"/repositories/{self.repo}/branches/{self.branch}")
+                if response.status_code == 200:
+                    head = str(response.json()["commit_id"])
+                    if head not in seen:
+                        self.check_source_has(head)
+                        self.check_commit(head)
+                        seen.add(head)
+                        self.checked.append(head)
+                        self.rounds += 1
+                        last_check = time.monotonic()
+                    elif self.recheck is not None and time.monotonic() - last_check >= self.recheck:
+                        self.check_commit(head)
+                        self.rounds += 1
+                        last_check = time.monotonic()
+            except (httpx.TransportError, _Unanswered):
+                self.interrupted += 1
             self._stop.wait(0.02)
+
+    def _answered(self, response: httpx.Response) -> httpx.Response:
+        """Return ``response``; raise :class:`_Unanswered` when ``transient`` calls it passing."""
+        if self.transient is not None and self.transient(response):
+            raise _Unanswered(response.status_code)
+        return response
 
     def check_source_has(self, commit: str) -> None:
         """Record a violation if ``source`` is set and lacks ``commit``."""
         if self.source is None or self._source_http is None:
             return
         repo = self.source[1]
-        found = self._source_http.get(f"/repositories/{repo}/commits/{commit}")
+        found = self._answered(self._source_http.get(f"/repositories/{repo}/commits/{commit}"))
         if found.status_code != 200:
             problem = f"not a commit of {repo} (source answered {found.status_code})"
             self.violations.append(Violation(commit, "", problem))
@@ -530,7 +552,9 @@ class SafetyChecker:
         after = ""
         base = f"/repositories/{self.repo}/refs/{commit}/objects"
         while True:
-            response = self._http.get(base + "/ls", params={"after": after, "amount": 1000})
+            response = self._answered(
+                self._http.get(base + "/ls", params={"after": after, "amount": 1000})
+            )
             if response.status_code != 200:
                 self.violations.append(
                     Violation(commit, "", f"listing answered {response.status_code}")
@@ -539,7 +563,7 @@ class SafetyChecker:
             body = response.json()
             for item in body["results"]:
                 path = item["path"]
-                got = self._http.get(base, params={"path": path})
+                got = self._answered(self._http.get(base, params={"path": path}))
                 self.objects_read += 1
                 if got.status_code != 200:
                     problem = f"read answered {got.status_code}: {got.text[:200]}"

@@ -70,16 +70,32 @@ def dynalite_command() -> str:
 
 
 @contextmanager
-def running_dynalite(log_dir: Path, region: str = "us-east-1") -> Iterator[Dynalite]:
-    """Start dynalite on a free port of 127.0.0.1 (in memory), wait until it answers, stop it."""
-    port = free_port()
+def running_dynalite(
+    log_dir: Path,
+    region: str = "us-east-1",
+    *,
+    path: Path | None = None,
+    port: int | None = None,
+) -> Iterator[Dynalite]:
+    """Start dynalite on 127.0.0.1, wait until it answers, stop it when the block ends.
+
+    Args:
+        log_dir: where its log goes (appended to, so a restart keeps the earlier lines).
+        region: the region its clients name.
+        path: a LevelDB directory to keep the tables in, so that a dynalite started again on it
+            (after a kill, say) has them; ``None``: in memory.
+        port: the port to listen on (``None``: a free one); a restart passes the old one, so
+            that its clients reach it again.
+    """
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     log_path = log_dir / f"dynalite-{port}.log"
-    with open(log_path, "wb") as log:
+    storage = () if path is None else ("--path", str(path))
+    with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [
                 *(dynalite_command(), "--host", "127.0.0.1", "--port", str(port)),
-                *("--createTableMs", "50"),
+                *("--createTableMs", "50", *storage),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
