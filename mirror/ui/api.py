@@ -10,21 +10,66 @@ event loop) and go through the API's middleware, so each is logged and counted a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import structlog
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["API_PREFIX", "ApiClient", "ApiError", "SignedOut", "error_text"]
+__all__ = ["API_PREFIX", "ApiClient", "ApiError", "BrowserAddress", "SignedOut", "error_text"]
 
 API_PREFIX = "/api/v1"
 _HOST = "lakemirror.internal"
 """The host name of in-process calls (the API reads no host; logs show where they came from)."""
 _TIMEOUT = 60.0
 """The client's timeout setting; the ASGI transport itself runs each call to its end."""
+
+
+_IN_PROCESS = ("127.0.0.1", 0)
+_BROWSER: ContextVar[tuple[str, int]] = ContextVar("lakemirror_ui_browser", default=_IN_PROCESS)
+"""The address of the browser whose page the UI is serving: the client of its API calls."""
+
+
+class BrowserAddress:
+    """Let the API calls a page makes carry the address of the browser the page is for.
+
+    The API counts failed sign-ins and records audit events by client address: calls made
+    in process would otherwise all come from 127.0.0.1, and one person's wrong passwords
+    would refuse a key's sign-ins through the UI for everyone.
+
+    Args:
+        app: The UI app.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one request with its client as the client of the API calls it makes."""
+        client = scope.get("client")
+        if scope["type"] != "http" or not client:
+            await self.app(scope, receive, send)
+            return
+        token = _BROWSER.set((str(client[0]), int(client[1])))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _BROWSER.reset(token)
+
+
+class _BrowserTransport(httpx.ASGITransport):
+    """httpx's ASGI transport, handing the API the current page's browser as the client."""
+
+    @property
+    def client(self) -> tuple[str, int]:
+        return _BROWSER.get()
+
+    @client.setter
+    def client(self, value: tuple[str, int]) -> None:
+        """Ignore the fixed client the base class sets: each call takes the page's own."""
 
 
 def error_text(response: httpx.Response) -> str:
@@ -71,7 +116,7 @@ class ApiClient:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self._client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url=f"http://{_HOST}", timeout=_TIMEOUT
+            transport=_BrowserTransport(app=app), base_url=f"http://{_HOST}", timeout=_TIMEOUT
         )
 
     async def aclose(self) -> None:

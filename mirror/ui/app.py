@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from mirror.httputil.metrics import HttpMetrics, MetricsMiddleware
 from mirror.httputil.request_log import RequestLogMiddleware
-from mirror.ui.api import ApiClient, ApiError, SignedOut
+from mirror.ui.api import ApiClient, ApiError, BrowserAddress, SignedOut
 from mirror.ui.csrf import CsrfTokens
 from mirror.ui.headers import SecurityHeadersMiddleware
 from mirror.ui.mirroring import install_replicant
@@ -154,5 +154,5 @@ def create_ui_app(
     app.state.ui = UIState(ApiClient(api_app), csrf, Templates())
     install_replicant(app, replicant_url)
     # outside Starlette's own error middleware, so that even its 500 page carries the headers
-    served: ASGIApp = RequestLogMiddleware(SecurityHeadersMiddleware(app))
+    served: ASGIApp = RequestLogMiddleware(SecurityHeadersMiddleware(BrowserAddress(app)))
     return served if metrics is None else MetricsMiddleware(served, metrics)

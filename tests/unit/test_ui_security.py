@@ -18,6 +18,7 @@ import pytest
 from mirror.api.app import create_app
 from mirror.auth.secrets import SecretCipher
 from mirror.auth.store import AuthStore
+from mirror.auth.throttle import SignInThrottle, ThrottleRules
 from mirror.auth.tokens import LoginTokens
 from mirror.cli.repository_cleanups import register_repository_cleanups
 from mirror.core import open_memory
@@ -262,3 +263,31 @@ def test_an_s3_client_is_never_sent_into_the_ui(
     # a browser's session reaches the UI
     browser = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", b"x=1")]}
     assert is_ui_request(browser) is True
+
+
+async def test_ui_sign_ins_count_under_the_browsers_address() -> None:
+    """The API sees the browser's address on a page's calls, not the server's own."""
+    catalog = open_memory()
+    register_repository_cleanups(catalog)
+    auth = AuthStore(catalog.kv, cipher=SecretCipher("test key"))
+    auth.bootstrap_admin("admin", *ADMIN)
+    auth.throttle = SignInThrottle(ThrottleRules(threshold=2, address_threshold=1000))
+    tokens = LoginTokens(b"L" * 32)
+    api = create_app(catalog, auth, namespace_schemes=("mem",), login_tokens=tokens)
+    ui = with_ui(api, create_ui_app(api, CsrfTokens.from_login_tokens(tokens), api.state.metrics))
+
+    async def sign_in(browser: str, secret: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=ui, client=(browser, 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://ui.test") as client:
+            return await client.post(
+                "/ui/login", data={"access_key_id": ADMIN[0], "secret_access_key": secret}
+            )
+
+    for _ in range(2):
+        assert (await sign_in("203.0.113.7", "wrong")).status_code != 303
+    # that browser's attempts with the key are refused now, the right secret too
+    assert (await sign_in("203.0.113.7", ADMIN[1])).status_code != 303
+    assert auth.throttle.check(ADMIN[0], "203.0.113.7") is not None
+    # the same key from another browser signs in at once, and the server's own address is clean
+    assert (await sign_in("198.51.100.4", ADMIN[1])).status_code == 303
+    assert auth.throttle.check(ADMIN[0], "127.0.0.1") is None
