@@ -1,4 +1,10 @@
-"""Go's ``path.Match``: the branch patterns of an action's ``on`` filters."""
+"""Go's ``path.Match``: the branch patterns of an action's ``on`` filters.
+
+The pattern becomes a regular expression matched as Go's algorithm matches: the text between
+two runs of ``*`` (a chunk, of fixed width) is taken at its leftmost place and never tried
+elsewhere, so the time is linear in the name for each chunk, whatever the number of stars (a
+regular expression left to backtrack over several ``[^/]*`` takes exponential time).
+"""
 
 from __future__ import annotations
 
@@ -12,14 +18,21 @@ class BadPatternError(ValueError):
     """The pattern is malformed (Go's ``path.ErrBadPattern``)."""
 
 
+_STAR = "[^/]*"
+
+
 @lru_cache(maxsize=512)
 def _compile(pattern: str) -> re.Pattern[str]:
-    out: list[str] = []
+    # the chunks between runs of stars, each a list of single-character regular expressions
+    chunks: list[list[str]] = [[]]
+    out = chunks[0]
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
         if c == "*":
-            out.append("[^/]*")
+            if out or len(chunks) == 1:
+                out = []
+                chunks.append(out)
         elif c == "?":
             out.append("[^/]")
         elif c == "\\":
@@ -34,7 +47,11 @@ def _compile(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(c))
         i += 1
-    return re.compile("".join(out), re.DOTALL)
+    first, starred = "".join(chunks[0]), ["".join(c) for c in chunks[1:]]
+    # a middle chunk at its leftmost place, atomically; the last one must end the name
+    middle = "".join(f"(?>{_STAR}?{chunk})" for chunk in starred[:-1])
+    last = f"{_STAR}?{starred[-1]}" if starred else ""
+    return re.compile(first + middle + last, re.DOTALL)
 
 
 def _char_class(pattern: str, i: int) -> tuple[int, str]:

@@ -39,6 +39,9 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "airflow": ("url", "dag_id", "username", "password"),
     "lua": (),
 }
+_MAX_DEPTH = 64
+_MAX_NODES = 100_000
+"""A document's bounds: how deep it nests, how many nodes it has with its aliases expanded."""
 LUA_SCRIPT_PATHS = ("script_path", "script_file")
 """A lua hook's script in the repository: lakeFS reads ``script_path`` (its docs said
 ``script_file``); both are accepted."""
@@ -125,8 +128,14 @@ def parse_action(source: str, data: bytes) -> Action:
         doc = yaml.load(data, Loader=_Loader)  # nosec B506
     except yaml.YAMLError as exc:
         raise fail(f"invalid YAML: {exc}") from None
+    except ValueError as exc:
+        # PyYAML's constructors: a timestamp out of range (2001-13-01), "!!int x"
+        raise fail(f"invalid YAML: {exc}") from None
+    except RecursionError:
+        raise fail("invalid YAML: nested too deeply") from None
     if not isinstance(doc, dict):
         raise fail("not a YAML mapping")
+    _check_shape(doc, fail)
     name = doc.get("name")
     if not isinstance(name, str) or not name:
         raise fail("'name' is required")
@@ -144,7 +153,61 @@ def parse_action(source: str, data: bytes) -> Action:
             raise fail(f"hook id {hook.id!r} is not unique")
         seen.add(hook.id)
         hooks.append(hook)
-    return Action(name, on, tuple(hooks), source, str(doc.get("description") or ""))
+    return Action(name, on, tuple(hooks), source, _text(doc, "description", fail))
+
+
+def _check_shape(doc: object, fail: Any) -> None:
+    """Refuse a document too deep, repeated or looping through its aliases, or not Unicode.
+
+    Aliases share one Python object, so the document is small in memory; but whatever walks it
+    as a tree (``str``, JSON for a hook's payload, a Lua table) would walk every repetition. Not
+    Unicode: a lone surrogate, which a YAML escape of one gives.
+    """
+    sizes: dict[int, int] = {}
+    entered: set[int] = set()
+    stack: list[tuple[object, int, bool]] = [(doc, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        children = list(node.values()) if isinstance(node, dict) else node
+        assert isinstance(children, list)
+        if not done:
+            texts = [*node, *children] if isinstance(node, dict) else children
+            for text in texts:
+                if isinstance(text, str) and not text.isascii() and not _is_unicode(text):
+                    raise fail("yaml: found invalid Unicode character escape code")
+        if done:
+            size = 1 + sum(sizes.get(id(c), 1) for c in children)
+            if size > _MAX_NODES:
+                raise fail("yaml: document contains excessive aliasing")
+            sizes[id(node)] = size
+            entered.discard(id(node))
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in entered:
+            raise fail("yaml: an alias refers to a node that contains it")
+        if depth > _MAX_DEPTH:
+            raise fail(f"yaml: nested more than {_MAX_DEPTH} levels deep")
+        entered.add(id(node))
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if isinstance(c, (dict, list)))
+
+
+def _is_unicode(text: str) -> bool:
+    # "\ud800" escapes give lone surrogates, which libyaml (and so lakeFS) refuses
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text(raw: Mapping[str, Any], key: str, fail: Any) -> str:
+    """Return the scalar at ``key`` as text (``""`` when absent); a collection is refused."""
+    value = raw.get(key)
+    if isinstance(value, (dict, list)):
+        raise fail(f"{key!r} must be a string")
+    return str(value or "")
 
 
 def _parse_on(raw: object, fail: Any) -> dict[str, tuple[str, ...]]:
@@ -182,7 +245,7 @@ def _parse_hook(raw: object, fail: Any) -> ActionHook:
     if not isinstance(hook_id, str) or not _HOOK_ID.match(hook_id):
         raise fail(f"invalid hook id {hook_id!r}: must match {_HOOK_ID.pattern}")
     kind = raw.get("type")
-    if kind not in _REQUIRED:
+    if not isinstance(kind, str) or kind not in _REQUIRED:
         raise fail(f"hook {hook_id!r}: unknown hook type {kind!r} (webhook, airflow or lua)")
     props = raw.get("properties") or {}
     if not isinstance(props, dict):
@@ -192,10 +255,10 @@ def _parse_hook(raw: object, fail: Any) -> ActionHook:
             raise fail(f"hook {hook_id!r}: property {key!r} is required")
     if kind == "lua":
         _check_lua(hook_id, props, fail)
-    condition = _IFS.get(str(raw.get("if") or "").strip())
+    condition = _IFS.get(_text(raw, "if", fail).strip())
     if condition is None:
         raise fail(f"hook {hook_id!r}: 'if' must be success() or failure()")
-    return ActionHook(hook_id, kind, props, condition, str(raw.get("description") or ""))
+    return ActionHook(hook_id, kind, props, condition, _text(raw, "description", fail))
 
 
 def _check_lua(hook_id: str, props: Mapping[str, Any], fail: Any) -> None:

@@ -14,6 +14,7 @@ with the host, the address and the rule in its error and its log.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -122,6 +123,19 @@ class Secrets:
         return text
 
 
+def _json_value(value: object) -> str:
+    """Return a YAML value JSON lacks as text, as lakeFS reads it (a timestamp as written).
+
+    Raises:
+        TypeError: no text stands for the value.
+    """
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    if isinstance(value, bytes):  # !!binary
+        return value.decode("utf-8", "replace")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 def _query(raw: object) -> list[tuple[str, str]]:
     if raw is None:
         return []
@@ -160,9 +174,14 @@ def call_hook(
         if hook.type == "airflow":
             url = secrets.expand(str(props["url"])).rstrip("/")
             url = f"{url}/api/v1/dags/{secrets.expand(str(props['dag_id']))}/dagRuns"
-            conf = dict(props.get("dag_conf") or {})
-            conf["lakeFS_event"] = payload
-            body = json.dumps({"conf": conf}).encode()
+            raw_conf = props.get("dag_conf") or {}
+            if not isinstance(raw_conf, dict):
+                raise HookConfigError("'dag_conf' must be a mapping")
+            conf = {**raw_conf, "lakeFS_event": payload}
+            try:
+                body = json.dumps({"conf": conf}, default=_json_value, allow_nan=False).encode()
+            except (TypeError, ValueError) as exc:
+                raise HookConfigError(f"'dag_conf' cannot be sent as JSON: {exc}") from None
             auth = (secrets.expand(str(props["username"])), secrets.expand(str(props["password"])))
             headers = {"Content-Type": "application/json"}
             params: list[tuple[str, str]] = []
@@ -201,8 +220,12 @@ def _send(
     """POST the hook's request, log it and the answer in ``lines``; return the error or ``""``."""
     lines.append("Request:")
     try:
+        # header values as UTF-8 bytes, as Go sends them (httpx would encode them as ASCII)
+        wire_headers = [
+            (k.encode(), v.encode("utf-8", "surrogateescape")) for k, v in headers.items()
+        ]
         request = client.build_request(
-            "POST", url, params=tuple(params), headers=headers, content=body, timeout=timeout
+            "POST", url, params=tuple(params), headers=wire_headers, content=body, timeout=timeout
         )
     except httpx.InvalidURL as exc:
         lines.append(f"Error: invalid url: {exc}")

@@ -4,7 +4,10 @@ As in lakeFS (pkg/graveler/branch/protection_manager.go), a protected branch ref
 writes (uploads, links, copies, metadata updates, deletions, resets of uncommitted changes) and
 commits; changes reach it by merge, revert or cherry-pick. Patterns are gobwas/glob patterns
 compiled without separators, so ``*`` also crosses ``/``; ``?``, ``[…]``, ``[!…]``, ``[a-z]`` and
-``{a,b}`` work as there.
+``{a,b}`` work as there. A pattern becomes a regular expression with one alternative per
+pattern its ``{…}`` stand for, in which the text between two stars is taken at its leftmost
+place and never tried again: the same names match as with backtracking, in a time linear in the
+name for each such text, where backtracking over several stars takes exponential time.
 
 The rules of a repository are one KV record beside its refs, ``refs/<repo>:<instance>/settings/
 branch_protection`` (the layout of :mod:`mirror.core.refs`, so deleting the repository deletes
@@ -22,6 +25,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from mirror.core.errors import (
     LakeFSText,
@@ -57,6 +61,8 @@ __all__ = [
 ]
 
 _MAX_TRIES = 10
+_MAX_NESTING = 32
+_MAX_EXPANSIONS = 256
 _VERSION = 1
 
 
@@ -97,12 +103,17 @@ class ProtectionRules:
     etag: str = ""
 
 
+_Item: TypeAlias = "str | list[list[_Item]] | None"
+"""A pattern's part: one character's regular expression, alternatives (``{…}``), or a star."""
+
+
 class _Parser:
-    """Translate one gobwas/glob pattern (no separators) into a Python regular expression."""
+    """Parse one gobwas/glob pattern (no separators) into its parts."""
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
         self.pos = 0
+        self.depth = 0
 
     def fail(self, why: str) -> InvalidPatternError:
         return InvalidPatternError(f"{self.pattern!r}: {why}")
@@ -115,17 +126,17 @@ class _Parser:
         self.pos += len(c)
         return c
 
-    def sequence(self, in_terms: bool) -> str:
-        out: list[str] = []
+    def sequence(self, in_terms: bool) -> list[_Item]:
+        out: list[_Item] = []
         while True:
             c = self.peek()
             if not c or (in_terms and c in ",}"):
-                return "".join(out)
+                return out
             self.take()
             if c == "*":
                 while self.peek() == "*":  # "**" (super-asterisk) is "*" without separators
                     self.take()
-                out.append(".*")
+                out.append(None)
             elif c == "?":
                 out.append(".")
             elif c == "[":
@@ -134,18 +145,24 @@ class _Parser:
                 out.append(self.terms())
             elif c == "\\":
                 # an escape at the very end escapes nothing (gobwas drops it)
-                out.append(re.escape(self.take()))
+                escaped = self.take()
+                if escaped:
+                    out.append(re.escape(escaped))
             else:
                 out.append(re.escape(c))
 
-    def terms(self) -> str:
+    def terms(self) -> list[list[_Item]]:
+        self.depth += 1
+        if self.depth > _MAX_NESTING:
+            raise self.fail(f"'{{' nested more than {_MAX_NESTING} deep")
         alternatives = [self.sequence(in_terms=True)]
         while self.peek() == ",":
             self.take()
             alternatives.append(self.sequence(in_terms=True))
         if self.take() != "}":
             raise self.fail("'{' is not closed")
-        return "(?:" + "|".join(alternatives) + ")"
+        self.depth -= 1
+        return alternatives
 
     def char_class(self) -> str:
         negate = self.peek() == "!"
@@ -183,16 +200,52 @@ class _Parser:
         return f"[{'^' if negate else ''}{body}]"
 
 
+def _expanded(parser: _Parser, items: list[_Item]) -> list[list[str | None]]:
+    """Return the patterns without ``{…}`` that ``items`` stands for (``a{b,c}``: ab, ac)."""
+    out: list[list[str | None]] = [[]]
+    for item in items:
+        if isinstance(item, list):
+            options = [e for alternative in item for e in _expanded(parser, alternative)]
+            out = [head + option for head in out for option in options]
+        else:
+            out = [[*head, item] for head in out]
+        if len(out) > _MAX_EXPANSIONS:
+            raise parser.fail(f"its '{{…}}' stand for more than {_MAX_EXPANSIONS} patterns")
+    return out
+
+
+def _leftmost(pieces: list[str | None]) -> str:
+    """Return the regular expression of a pattern without ``{…}``, matching in linear time.
+
+    The text between two stars, single characters only, is taken at its leftmost place and
+    never tried elsewhere (an atomic group): no match is lost, since the star after it takes
+    whatever a later place would have left, and no star backtracks over another.
+    """
+    chunks: list[list[str]] = [[]]
+    for piece in pieces:
+        if piece is None:
+            chunks.append([])
+        else:
+            chunks[-1].append(piece)
+    out = "".join(chunks[0])
+    for i, chunk in enumerate(chunks[1:], start=2):
+        text = "".join(chunk)
+        out += f"(?>.*?{text})" if i < len(chunks) else f".*?{text}"
+    return out
+
+
 @functools.lru_cache(maxsize=4096)
 def compile_pattern(pattern: str) -> re.Pattern[str]:
     """Return the compiled matcher of a branch pattern (the whole name must match).
 
     Raises:
-        InvalidPatternError: the pattern is not a valid glob.
+        InvalidPatternError: the pattern is not a valid glob (or nests ``{`` more than 32 deep,
+            or its ``{…}`` stand for more than 256 patterns).
     """
     parser = _Parser(pattern)
-    regex = parser.sequence(in_terms=False)
-    return re.compile(regex, re.DOTALL)
+    expanded = _expanded(parser, parser.sequence(in_terms=False))
+    alternatives = dict.fromkeys(_leftmost(pieces) for pieces in expanded)
+    return re.compile("|".join(f"(?:{a})" for a in alternatives), re.DOTALL)
 
 
 def _key(repo: Repository) -> bytes:

@@ -47,13 +47,20 @@ def parse_ref(ref: str) -> RefExpr:
     """Parse ``ref`` into its base and its modifiers.
 
     Raises:
-        InvalidRefError: empty, containing whitespace, a modifier with a bad number, or ``@``
-            / ``$`` combined with other modifiers; the message names ``ref``.
+        InvalidRefError: empty, containing whitespace or text that is not UTF-8, a modifier
+            with a bad number, or ``@`` / ``$`` combined with other modifiers; the message
+            names ``ref``.
     """
     if not isinstance(ref, str) or not ref:
         raise InvalidRefError(f"invalid ref {ref!r}: must not be empty")
     if any(c.isspace() for c in ref) or "\x00" in ref:
         raise InvalidRefError(f"invalid ref {ref!r}: must not contain whitespace")
+    if not ref.isascii():
+        try:
+            ref.encode()
+        except UnicodeEncodeError:
+            # a lone surrogate (text decoded with surrogateescape): no branch or tag has one
+            raise InvalidRefError(f"invalid ref {ref!r}: not valid UTF-8") from None
     parts = _PART.findall(ref)
     base = parts[0][1]
     if not base:

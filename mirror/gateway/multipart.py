@@ -69,7 +69,10 @@ MIN_PART_SIZE = 5 << 20
 MAX_PART_SIZE = 5 << 30
 """S3's largest part."""
 _MAX_LISTED = 1000
-_RANGE = re.compile(r"bytes=(\d+)-(\d+)")
+# ASCII digits only (str.isdigit and \d accept "²" or "٣", which int() then refuses or reads),
+# at most 18 of them (int() refuses very long digit strings; no size or count comes near)
+_NUMBER = re.compile(r"[0-9]{1,18}")
+_RANGE = re.compile(r"bytes=([0-9]{1,18})-([0-9]{1,18})")
 
 
 def _bucket(req: S3Request) -> str:
@@ -172,16 +175,22 @@ async def create_multipart_upload(req: S3Request) -> Response:
     return xml.xml_response(root)
 
 
+def _whole_number(raw: str) -> int | None:
+    """Return ``raw`` as a whole number if it is 1 to 18 ASCII digits, else ``None``."""
+    return int(raw) if _NUMBER.fullmatch(raw) else None
+
+
 def _part_number(req: S3Request, path: str) -> int:
     raw = req.query.get("partNumber", "")
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
+    number = _whole_number(raw)
+    if number is None or not 1 <= number <= MAX_PART_NUMBER:
         raise _invalid(
             req,
             S3Code.INVALID_ARGUMENT,
             f"part number must be an integer between 1 and {MAX_PART_NUMBER}, not {raw!r}",
             path,
         )
-    return int(raw)
+    return number
 
 
 async def upload_part(req: S3Request) -> Response:
@@ -285,12 +294,13 @@ def _requested_parts(req: S3Request, root: ET.Element, path: str) -> list[tuple[
     """Return the ``(number, etag)`` pairs of a CompleteMultipartUpload document, checked."""
     wanted: list[tuple[int, str]] = []
     for el in xml.children(root, "Part"):
-        number, etag = xml.text_of(el, "PartNumber"), xml.text_of(el, "ETag")
-        if number is None or etag is None or not number.strip().isdigit():
+        text, etag = xml.text_of(el, "PartNumber"), xml.text_of(el, "ETag")
+        number = None if text is None else _whole_number(text.strip())
+        if number is None or etag is None:
             raise _invalid(
                 req, S3Code.MALFORMED_XML, "each <Part> needs a <PartNumber> and an <ETag>", path
             )
-        wanted.append((int(number), etag.strip().strip('"')))
+        wanted.append((number, etag.strip().strip('"')))
     if not wanted:
         raise _invalid(req, S3Code.MALFORMED_XML, "no <Part> listed", path)
     for (before, _), (after, _) in itertools.pairwise(wanted):
@@ -463,9 +473,10 @@ def _limit(req: S3Request, name: str) -> int:
     raw = req.query.get(name)
     if raw is None:
         return _MAX_LISTED
-    if not raw.isdigit():
+    number = _whole_number(raw)
+    if number is None:
         raise _invalid(req, S3Code.INVALID_ARGUMENT, f"{name} must be a non-negative integer")
-    return min(int(raw), _MAX_LISTED)
+    return min(number, _MAX_LISTED)
 
 
 def _owner(parent: ET.Element, name: str, user: str) -> None:
@@ -482,9 +493,9 @@ async def list_parts(req: S3Request) -> Response:
     repo = await call(req, req.state.catalog.get_repository, bucket, key=path)
     upload = await _upload(req, repo, req.query.get("uploadId"), path)
     raw_marker = req.query.get("part-number-marker", "0") or "0"
-    if not raw_marker.isdigit():
+    marker = _whole_number(raw_marker)
+    if marker is None:
         raise _invalid(req, S3Code.INVALID_ARGUMENT, "part-number-marker must be an integer")
-    marker = int(raw_marker)
     limit = _limit(req, "max-parts")
     uploads = _store(req)
 

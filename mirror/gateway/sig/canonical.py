@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import hmac
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_tz
@@ -16,6 +17,7 @@ __all__ = [
     "check_skew",
     "parse_amz_date",
     "parse_http_date",
+    "same_text",
     "uri_encode",
 ]
 
@@ -23,6 +25,7 @@ MAX_SKEW_SECONDS = 15 * 60
 """How far a header-signed request's time may be from the server's, either way (S3's rule)."""
 
 _AMZ_DATE = "%Y%m%dT%H%M%SZ"
+_END_OF_9999 = 253402300800.0
 
 
 @dataclass(frozen=True)
@@ -65,38 +68,64 @@ class WireRequest:
         return None
 
 
+def same_text(given: str, expected: str) -> bool:
+    """Return whether ``given`` equals ``expected``, in a time independent of where they differ.
+
+    Unlike :func:`hmac.compare_digest` on ``str``, which refuses non-ASCII text, any text
+    compares: a signature or digest a client sends may hold any character.
+    """
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
+
+
 def uri_encode(text: str, *, keep_slash: bool = False) -> str:
     """Return ``text`` percent-encoded as SigV4 does: only ``A-Za-z0-9-_.~`` kept (and ``/``)."""
     return quote(text, safe="-_.~/" if keep_slash else "-_.~")
+
+
+def _invalid_date(value: str) -> S3Error:
+    return S3Error(
+        S3Code.ACCESS_DENIED, f"{S3Code.ACCESS_DENIED.description}: invalid date {value!r}"
+    )
+
+
+def _in_range(seconds: float, value: str) -> float:
+    # before 1970 or past 9999 no request is sent, and the time could not be printed back
+    if not 0 <= seconds < _END_OF_9999:
+        raise _invalid_date(value)
+    return seconds
 
 
 def parse_amz_date(value: str) -> float:
     """Return the epoch seconds of an ISO 8601 basic time (``20130524T000000Z``).
 
     Raises:
-        S3Error: AccessDenied, the value is not such a time.
+        S3Error: AccessDenied, the value is not such a time (or is before 1970).
     """
     try:
-        return float(calendar.timegm(time.strptime(value, _AMZ_DATE)))
+        seconds = float(calendar.timegm(time.strptime(value, _AMZ_DATE)))
     except ValueError as exc:
-        raise S3Error(
-            S3Code.ACCESS_DENIED, f"{S3Code.ACCESS_DENIED.description}: invalid date {value!r}"
-        ) from exc
+        raise _invalid_date(value) from exc
+    return _in_range(seconds, value)
 
 
 def parse_http_date(value: str) -> float:
     """Return the epoch seconds of an RFC 1123 ``Date`` header.
 
     Raises:
-        S3Error: AccessDenied, the value is not such a date.
+        S3Error: AccessDenied, the value is not such a date (or is before 1970 or after 9999,
+            its zone offset included).
     """
     parsed = parsedate_tz(value)
     if parsed is None:
-        raise S3Error(
-            S3Code.ACCESS_DENIED, f"{S3Code.ACCESS_DENIED.description}: invalid date {value!r}"
-        )
+        raise _invalid_date(value)
     offset = parsed[9] or 0
-    return float(calendar.timegm((*parsed[:6], 0, 0, 0)) - offset)
+    try:
+        seconds = float(calendar.timegm((*parsed[:6], 0, 0, 0)) - offset)
+    except (ValueError, OverflowError) as exc:  # a year before 1 or after 9999
+        raise _invalid_date(value) from exc
+    return _in_range(seconds, value)
 
 
 def check_skew(request_time: float, now: float) -> None:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from mirror.gateway.errors import S3Code, S3Error
+from mirror.gateway.sig.canonical import same_text
 from mirror.gateway.sig.checksums import ALGORITHMS, Checksum, encoded, new_checksum
 from mirror.gateway.sig.v4 import V4Verified
 
@@ -178,7 +179,7 @@ async def decode_aws_chunked(
                 f"AWS4-HMAC-SHA256-PAYLOAD\n{verified.amz_date}\n{verified.scope}\n"
                 f"{previous}\n{_EMPTY_SHA256}\n{digest.hexdigest()}",
             )
-            if signature is None or not hmac.compare_digest(expected, signature.lower()):
+            if signature is None or not same_text(signature.lower(), expected):
                 raise S3Error(
                     S3Code.SIGNATURE_DOES_NOT_MATCH,
                     f"{S3Code.SIGNATURE_DOES_NOT_MATCH.description} (chunk signature)",
@@ -197,7 +198,7 @@ async def decode_aws_chunked(
             f"{hashlib.sha256(canonical.encode()).hexdigest()}",
         )
         given = trailers.get("x-amz-trailer-signature", "")
-        if not hmac.compare_digest(expected, given.lower()):
+        if not same_text(given.lower(), expected):
             raise S3Error(
                 S3Code.SIGNATURE_DOES_NOT_MATCH,
                 f"{S3Code.SIGNATURE_DOES_NOT_MATCH.description} (trailer signature)",

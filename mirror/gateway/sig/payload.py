@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from mirror.gateway.errors import S3Code, S3Error
-from mirror.gateway.sig.canonical import WireRequest
+from mirror.gateway.sig.canonical import WireRequest, same_text
 from mirror.gateway.sig.checksums import ALGORITHMS, encoded, new_checksum
 
 __all__ = ["PayloadChecks", "checked_body", "payload_checks"]
@@ -119,7 +119,7 @@ async def checked_body(source: AsyncIterator[bytes], checks: PayloadChecks) -> A
             f"{S3Code.INCOMPLETE_BODY.description} Received {received} of {checks.length} bytes.",
         )
     if sha256 is not None and checks.sha256 is not None:
-        if not hmac.compare_digest(sha256.hexdigest(), checks.sha256.lower()):
+        if not same_text(checks.sha256.lower(), sha256.hexdigest()):
             raise S3Error(S3Code.XAMZ_CONTENT_SHA256_MISMATCH)
     if md5 is not None and checks.md5 is not None:
         if not hmac.compare_digest(md5.digest(), checks.md5):

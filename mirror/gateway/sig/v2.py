@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from mirror.gateway.errors import S3Code, S3Error
-from mirror.gateway.sig.canonical import WireRequest, check_skew, parse_http_date
+from mirror.gateway.sig.canonical import WireRequest, check_skew, parse_http_date, same_text
 
 __all__ = [
     "SUB_RESOURCES",
@@ -211,6 +211,6 @@ def verify_v2(request: WireRequest, auth: V2Auth, secret: str, *, bucket: str | 
         for candidate in paths:
             text = string_to_sign_v2(request, auth, candidate, date)
             digest = hmac.new(secret.encode(), text.encode(), hashlib.sha1).digest()
-            if hmac.compare_digest(base64.b64encode(digest).decode(), given):
+            if same_text(given, base64.b64encode(digest).decode()):
                 return
     raise S3Error(S3Code.SIGNATURE_DOES_NOT_MATCH)

@@ -21,6 +21,7 @@ from mirror.gateway.sig.canonical import (
     check_skew,
     parse_amz_date,
     parse_http_date,
+    same_text,
     uri_encode,
 )
 
@@ -363,6 +364,6 @@ def verify_v4(request: WireRequest, auth: V4Auth, secret: str) -> V4Verified:
     key = signing_key(secret, auth.date, auth.region, auth.service)
     for uri in _uris(request.raw_path):
         expected = hmac.new(key, string_to_sign(request, auth, uri).encode(), hashlib.sha256)
-        if hmac.compare_digest(expected.hexdigest(), auth.signature.lower()):
+        if same_text(auth.signature.lower(), expected.hexdigest()):
             return V4Verified(key, auth.amz_date, auth.scope, auth.signature, auth.payload_hash)
     raise S3Error(S3Code.SIGNATURE_DOES_NOT_MATCH)
