@@ -3,7 +3,8 @@
 Wrong secret, unknown key, expired presigned URL, a skewed clock (botocore signing with a
 shifted clock), writes to a tag, a commit or a ref expression, a bucket that is not a
 repository, traversal and over-long keys, malformed DeleteObjects documents (signed by hand so
-that the body is exactly the bad one), read-only repositories and protected branches.
+that the body is exactly the bad one), read-only repositories and protected branches, and the
+inputs the parsers' fuzzing found (tests/fuzz).
 """
 
 from __future__ import annotations
@@ -295,3 +296,43 @@ def test_an_object_over_5_gib_is_refused_before_its_body(live: Live, seeded: str
             answer += piece
     assert answer.startswith(b"HTTP/1.1 400"), answer
     assert b"<Code>EntityTooLarge</Code>" in answer
+
+
+def test_inputs_the_fuzzers_found_answer_their_s3_errors(live: Live, s3: Any, seeded: str) -> None:
+    # each answered 500 before (an exception escaping its parser): tests/fuzz/test_regressions.py
+    url = f"{live.url}/{seeded}/main/seed"
+    signed = _signed(live, "GET", url, b"", hashlib.sha256(b"").hexdigest())
+    authorization = signed["Authorization"].rpartition("Signature=")[0] + "Signature=" + "é" * 64
+    forged = {k: v.encode() for k, v in {**signed, "Authorization": authorization}.items()}
+    answer = httpx.get(url, headers=forged)
+    assert answer.status_code == 403 and b"<Code>SignatureDoesNotMatch</Code>" in answer.content
+    v2 = {"Authorization": f"AWS {live.key[0]}:c2lnbmF0dXJl", "Date": "Wed, 01 May 22024 1:0:0 GMT"}
+    answer = httpx.get(url, headers=v2)
+    assert answer.status_code == 403 and b"invalid date" in answer.content, answer.text
+    part = b"<Part><PartNumber>\xc2\xb2</PartNumber><ETag>e</ETag></Part>"
+    body = b"<CompleteMultipartUpload>" + part + b"</CompleteMultipartUpload>"
+    upload_id = s3.create_multipart_upload(Bucket=seeded, Key="main/big")["UploadId"]
+    answer = _signed_post(live, f"/{seeded}/main/big?uploadId={upload_id}", body)
+    assert answer.status_code == 400 and b"<Code>MalformedXML</Code>" in answer.content, answer.text
+    s3.abort_multipart_upload(Bucket=seeded, Key="main/big", UploadId=upload_id)
+    upload = f"{url}?partNumber=%C2%B2&uploadId=nosuch"
+    answer = httpx.put(upload, headers=_signed(live, "PUT", upload, b"", "UNSIGNED-PAYLOAD"))
+    assert answer.status_code == 400 and b"<Code>InvalidArgument</Code>" in answer.content
+
+
+def test_protection_patterns_the_fuzzers_found(live: Live, s3: Any, seeded: str) -> None:
+    rules = f"/repositories/{seeded}/settings/branch_protection"
+    nested = live.http.put(rules, json=[{"pattern": "{" * 1000}])  # RecursionError: 500
+    assert nested.status_code == 400, nested.text
+    assert nested.json()["message"].startswith("invalid branch pattern syntax")
+    # backtracking over eight stars against a 300-character name it misses: the write never ended
+    free, kept = "a" * 300, "a" * 299 + "b"
+    for name in (free, kept):
+        made = live.http.post(
+            f"/repositories/{seeded}/branches", json={"name": name, "source": "main"}
+        )
+        assert made.status_code == 201, made.text
+    assert live.http.put(rules, json=[{"pattern": "*a*a*a*a*a*a*a*a*b"}]).status_code == 204
+    s3.put_object(Bucket=seeded, Key=f"{free}/x", Body=b"x")
+    error = refused(lambda: s3.put_object(Bucket=seeded, Key=f"{kept}/x", Body=b"x"))
+    assert (error["Code"], error["Status"]) == ("ErrWriteToProtectedBranch", 403)
