@@ -176,6 +176,11 @@ class MirrorWorker:
             task = self._branch_tasks.pop(branch)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        # a branch gone from the source before the mirror had it (one created, merged and
+        # deleted within a few rounds) has nothing to delete on the mirror: forget it here, or
+        # its status, lag history and series would stay for good, one set per such branch
+        for branch in sorted(set(self._status) - set(heads) - set(mirror_heads)):
+            self._forget_branch(branch)
         await self._delete_vanished_branches(set(heads), mirror_heads)
         if self.config.tags:
             await self._mirror_tags()
@@ -219,11 +224,15 @@ class MirrorWorker:
             except LakeMirrorError as exc:
                 self._log.warning("deleting a branch failed", branch=branch, error=str(exc))
                 continue
-            self._status.pop(branch, None)
-            self.store.drop_status(self.config.name, branch)
-            self.history.drop_branch(branch)
-            self.metrics.forget_branch(self.config.name, branch)
+            self._forget_branch(branch)
             self._log.info("branch deleted at the source; deleted on the mirror", branch=branch)
+
+    def _forget_branch(self, branch: str) -> None:
+        """Drop a branch's status (here and in the KV), lag history and metric series."""
+        self._status.pop(branch, None)
+        self.store.drop_status(self.config.name, branch)
+        self.history.drop_branch(branch)
+        self.metrics.forget_branch(self.config.name, branch)
 
     async def _branch_loop(self, branch: str) -> None:
         status = self._status.setdefault(branch, BranchStatus(branch))

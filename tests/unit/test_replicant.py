@@ -26,7 +26,7 @@ from mirror.core.catalog import Catalog
 from mirror.errors import AlreadyExistsError, InvalidValueError, NotFoundError
 from mirror.kv import MemoryKV
 from mirror.replicant.client import LakeFSClient, RemoteCommit
-from mirror.replicant.lag_history import read_history
+from mirror.replicant.lag_history import LagSample, read_history
 from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.readers import NamespaceReaders
 from mirror.replicant.service import (
@@ -230,6 +230,38 @@ async def test_tags_and_deleted_branches_follow_the_source(pair: Pair) -> None:
     gauge = {"mirror": "origin-mirror", "branch": "dev"}
     assert pair.metrics.registry.get_sample_value("lakemirror_lag_commits", gauge) is None
     assert list(pair.b.catalog.list_tags("origin-mirror")) == []
+    for task in pair.worker._branch_tasks.values():
+        task.cancel()
+    await asyncio.gather(*pair.worker._branch_tasks.values(), return_exceptions=True)
+
+
+@pytest.mark.anyio
+async def test_a_branch_deleted_before_the_mirror_had_it_leaves_nothing(pair: Pair) -> None:
+    # a short-lived branch (created, committed, deleted) whose files never reached the mirror
+    _commit(pair.a, {"a": b"a"}, "a")
+    pair.a.catalog.create_branch("origin", "short", "main")
+    pair.a.catalog.upload_object("origin", "short", "s.csv", b"s" * 3000)
+    pair.a.catalog.commit("origin", "short", "short-lived")
+    await pair.worker.poll_once()
+
+    def waiting() -> bool:
+        return any(s.branch == "short" and s.state == "waiting" for s in pair.worker.status())
+
+    await _until(waiting, "the short-lived branch waiting for its files")
+    # a later round's report of its lag (rounds record one each)
+    pair.worker.history.record("short", LagSample(time.time(), 5.0, 1))
+    kv = pair.worker.store.kv
+    assert "short" in read_history(kv, pair.config.name, time.time())
+    pair.a.catalog.delete_branch("origin", "short")
+    await pair.worker.poll_once()
+    assert not pair.b.catalog.branch_exists("origin-mirror", "short")
+    assert "short" not in {s.branch for s in pair.worker.status()}
+    assert "short" not in {s.branch for s in pair.worker.store.list_status(pair.config.name)}
+    assert "short" not in read_history(kv, pair.config.name, time.time())
+    gauge = {"mirror": "origin-mirror", "branch": "short"}
+    assert pair.metrics.registry.get_sample_value("lakemirror_lag_commits", gauge) is None
+    # main, still waiting, is kept
+    assert [s.branch for s in pair.worker.status()] == ["main"]
     for task in pair.worker._branch_tasks.values():
         task.cancel()
     await asyncio.gather(*pair.worker._branch_tasks.values(), return_exceptions=True)
