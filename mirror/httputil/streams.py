@@ -12,7 +12,15 @@ from mirror.block.protocol import BlockStore
 __all__ = ["CHUNK", "BlockReader", "iter_block", "parse_range"]
 
 CHUNK = 1 << 20
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+# ASCII digits, as RFC 9110 spells them (\d also takes "٣", which int() reads)
+_RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)")
+_PAST_ANY_OBJECT = 10**18
+
+
+def _number(digits: str) -> int:
+    # int() refuses more than 4,300 digits; a number past any object's size reads as one
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else _PAST_ANY_OBJECT
 
 
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -31,16 +39,16 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
         return None
     first, last = m.group(1), m.group(2)
     if not first:
-        suffix = int(last)
+        suffix = _number(last)
         if suffix == 0 or size == 0:
             raise InvalidRangeError(f"range {header!r} not satisfiable for {size} bytes")
         return max(0, size - suffix), size
-    start = int(first)
-    if last and int(last) < start:
+    start = _number(first)
+    if last and _number(last) < start:
         return None
     if start >= size:
         raise InvalidRangeError(f"range {header!r} not satisfiable for {size} bytes")
-    end = size if not last else min(int(last) + 1, size)
+    end = size if not last else min(_number(last) + 1, size)
     return start, end
 
 

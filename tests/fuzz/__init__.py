@@ -12,7 +12,9 @@ Targets (:mod:`tests.fuzz.targets`, corpus under ``tests/fuzz/corpus/<target>/``
 - ``protection_glob``, ``actions_glob``: the two glob dialects (branch protection's gobwas,
   actions' Go ``path.Match``);
 - ``action_file``: the YAML of ``_lakefs_actions/`` and the hooks it configures
-  (:mod:`mirror.actions.model`, :mod:`mirror.actions.webhook`).
+  (:mod:`mirror.actions.model`, :mod:`mirror.actions.webhook`);
+- ``range_header``: GetObject's ``Range`` header, for the REST API and the gateway
+  (:mod:`mirror.httputil.streams`).
 
 A target either gets a value from its parser or the parser's documented refusal (the S3 error,
 ``InvalidRefError``, ...); any other exception, a hang, or a broken round trip is a finding.

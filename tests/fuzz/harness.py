@@ -32,6 +32,7 @@ TARGETS = (
     "protection_glob",
     "actions_glob",
     "action_file",
+    "range_header",
 )
 """The targets, each a module of :mod:`tests.fuzz.targets` and a directory of the corpus."""
 

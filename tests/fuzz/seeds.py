@@ -25,7 +25,7 @@ from botocore.config import Config
 from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum, Sha256Checksum
 
 from tests.fuzz.harness import CORPUS, FUZZ_NOW
-from tests.fuzz.targets import aws_chunked, complete_multipart
+from tests.fuzz.targets import aws_chunked, complete_multipart, range_header
 from tests.fuzz.targets.glob_input import render_glob_input
 from tests.fuzz.targets.http_input import render
 from tests.fuzz.targets.signed import KEY_ID, REGION, SECRET
@@ -485,6 +485,29 @@ def action_files() -> dict[str, bytes]:
     }
 
 
+def range_headers() -> dict[str, bytes]:
+    """Return the Range header seeds: boto3's, and the forms RFC 9110 allows and refuses."""
+    s3 = _client("s3v4")
+    with _frozen_clock():
+        sent = _sent(lambda: s3.get_object(Bucket="repo", Key="main/a", Range="bytes=0-9"))
+    boto3_range = next(
+        line.partition(b": ")[2] for line in sent.split(b"\r\n") if line.startswith(b"Range")
+    )
+    cases = {
+        "ok-boto3": (1000, boto3_range.decode()),
+        "ok-open-ended": (1000, "bytes=500-"),
+        "ok-suffix": (1000, "bytes=-100"),
+        "ok-past-the-end": (1000, "bytes=900-5000"),
+        "ok-several-ranges-whole-object": (1000, "bytes=0-1,5-6"),
+        "ok-reversed-whole-object": (1000, "bytes=9-2"),
+        "ok-not-bytes-whole-object": (1000, "items=0-1"),
+        "bad-start-past-the-end": (1000, "bytes=1000-"),
+        "bad-empty-object": (0, "bytes=0-0"),
+        "bad-zero-suffix": (1000, "bytes=-0"),
+    }
+    return {name: range_header.frame(size, header) for name, (size, header) in cases.items()}
+
+
 GENERATORS: dict[str, Callable[[], dict[str, bytes]]] = {
     "sigv4": lambda: {**sigv4(), "ok-put-object-signed-chunks": _signed_streaming_request()},
     "sigv2": sigv2,
@@ -495,6 +518,7 @@ GENERATORS: dict[str, Callable[[], dict[str, bytes]]] = {
     "protection_glob": protection_patterns,
     "actions_glob": actions_patterns,
     "action_file": action_files,
+    "range_header": range_headers,
 }
 
 

@@ -25,9 +25,18 @@ from mirror.core.refexpr import parse_ref
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.multipart import _limit, _part_number
 from mirror.gateway.sig.canonical import parse_http_date
+from mirror.httputil.streams import parse_range
 from tests.fuzz.harness import FUZZ_NOW, load, seeds
 from tests.fuzz.seeds import _frozen_clock
-from tests.fuzz.targets import action_file, aws_chunked, complete_multipart, ref_expr, sigv2, sigv4
+from tests.fuzz.targets import (
+    action_file,
+    aws_chunked,
+    complete_multipart,
+    range_header,
+    ref_expr,
+    sigv2,
+    sigv4,
+)
 from tests.fuzz.targets.http_input import render
 from tests.fuzz.targets.s3_request import s3_request
 from tests.fuzz.targets.signed import KEY_ID, REGION, SECRET
@@ -155,6 +164,24 @@ def test_part_numbers_and_limits_in_queries_that_are_not_ascii_digits(number: st
     with pytest.raises(S3Error) as caught:
         _limit(listing, "max-parts")
     assert caught.value.code is S3Code.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        # int() refuses more than 4,300 digits: ValueError (500) on every GetObject path
+        ("bytes=" + "1" * 5000 + "-", "InvalidRangeError"),
+        ("bytes=0-" + "1" * 5000, None),
+        ("bytes=-" + "9" * 5000, None),
+    ],
+)
+def test_range_numbers_longer_than_int_reads(header: str, expected: str | None) -> None:
+    assert range_header.check(range_header.frame(1000, header)) == expected
+
+
+def test_range_digits_are_ascii() -> None:
+    # \d took "٣" (Arabic-Indic three) as 3; RFC 9110's DIGIT is ASCII: the whole object
+    assert parse_range("bytes=\u0663-", 10) is None
 
 
 def test_deeply_nested_braces_are_an_invalid_pattern() -> None:

@@ -179,6 +179,7 @@ TOKENS: dict[str, tuple[bytes, ...]] = {
         b"? ",
         b"- ",
     ),
+    "range_header": (b"bytes=", b"-", b",", b"0", b"9" * 19, b"\n", b" ", b"bytes=-"),
 }
 """Byte strings each target's grammar gives a meaning to (also atheris's dictionaries)."""
 

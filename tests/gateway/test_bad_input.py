@@ -315,6 +315,9 @@ def test_inputs_the_fuzzers_found_answer_their_s3_errors(live: Live, s3: Any, se
     answer = _signed_post(live, f"/{seeded}/main/big?uploadId={upload_id}", body)
     assert answer.status_code == 400 and b"<Code>MalformedXML</Code>" in answer.content, answer.text
     s3.abort_multipart_upload(Bucket=seeded, Key="main/big", UploadId=upload_id)
+    ranged = {**signed, "Range": "bytes=" + "1" * 5000 + "-"}
+    answer = httpx.get(url, headers=ranged)
+    assert answer.status_code == 416 and b"<Code>InvalidRange</Code>" in answer.content
     upload = f"{url}?partNumber=%C2%B2&uploadId=nosuch"
     answer = httpx.put(upload, headers=_signed(live, "PUT", upload, b"", "UNSIGNED-PAYLOAD"))
     assert answer.status_code == 400 and b"<Code>InvalidArgument</Code>" in answer.content
