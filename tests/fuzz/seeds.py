@@ -1,9 +1,10 @@
 """Write the generated part of the corpus: requests as boto3 sends them, framed bodies, documents.
 
 Run ``python -m tests.fuzz.seeds`` to write them again (the files are committed; a run gives the
-same bytes, except boto3's ``User-Agent`` and invocation IDs, which name the machine and the run).
-boto3 signs with the corpus's key at :data:`~tests.fuzz.harness.FUZZ_NOW`; each request is
-captured as it is about to be sent (the ``before-send`` event), so nothing leaves the process.
+same bytes, except the clients' ``User-Agent`` and invocation IDs, which name the machine and the
+run). boto3 and the AWS CLI sign with the corpus's key at :data:`~tests.fuzz.harness.FUZZ_NOW`;
+each request is captured as it is about to be sent (the ``before-send`` event), so nothing
+leaves the process.
 Seeds named ``ok-*`` are inputs the target accepts, ``bad-*`` near-valid ones it refuses.
 """
 
@@ -12,9 +13,12 @@ from __future__ import annotations
 import datetime
 import hashlib
 import io
+import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr
+from pathlib import Path
 from typing import Any
 from unittest import mock
 from urllib.parse import urlsplit
@@ -219,6 +223,41 @@ def _signed_streaming_request() -> bytes:
     seed = str(request.headers["Authorization"]).rpartition("Signature=")[2]
     request.data = aws_chunked.encode(data, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", [64], seed=seed)
     return _as_input(request.prepare())
+
+
+def aws_cli() -> dict[str, bytes]:
+    """Return requests as the AWS CLI sends them (``aws s3api``, run in this process)."""
+    from awscli.clidriver import create_clidriver
+
+    out: dict[str, bytes] = {}
+    environ = {
+        "AWS_ACCESS_KEY_ID": KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, environ):
+        body = Path(tmp) / "body.csv"
+        body.write_bytes(b"a,b\n1,2\n")
+        commands = {
+            "ok-aws-cli-put-object": ["put-object", "--key", "main/cli.csv", "--body", str(body)],
+            "ok-aws-cli-list-objects-v2": ["list-objects-v2", "--prefix", "main/"],
+        }
+        for name, command in commands.items():
+            driver = create_clidriver()
+            sent: list[bytes] = []
+
+            def capture(request: AWSPreparedRequest, sent: list[bytes] = sent, **_: Any) -> None:
+                sent.append(_as_input(request))
+                raise _Captured(request)
+
+            driver.session.register("before-send.s3", capture)
+            # the CLI reports the capture as a failed call on standard error
+            with _frozen_clock(), redirect_stderr(io.StringIO()):
+                driver.main(["s3api", *command, "--bucket", "repo", "--endpoint-url", ENDPOINT])
+            out[name] = sent[0]
+    return out
 
 
 def sigv2() -> dict[str, bytes]:
@@ -509,7 +548,11 @@ def range_headers() -> dict[str, bytes]:
 
 
 GENERATORS: dict[str, Callable[[], dict[str, bytes]]] = {
-    "sigv4": lambda: {**sigv4(), "ok-put-object-signed-chunks": _signed_streaming_request()},
+    "sigv4": lambda: {
+        **sigv4(),
+        **aws_cli(),
+        "ok-put-object-signed-chunks": _signed_streaming_request(),
+    },
     "sigv2": sigv2,
     "aws_chunked": aws_chunked_bodies,
     "delete_objects": delete_documents,
