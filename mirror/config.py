@@ -110,7 +110,7 @@ class ServerSettings(_Section):
     """Attempts of a branch compare-and-swap before a request gives up with 429."""
     max_concurrent_requests: int = Field(default=32, ge=1, le=10_000)
     """Requests one worker process serves at once (health checks and ``/metrics`` aside)."""
-    max_queued_requests: int = Field(default=256, ge=0, le=100_000)
+    max_queued_requests: int = Field(default=64, ge=0, le=100_000)
     """Requests one worker process lets wait for a turn; beyond them it answers 503."""
     retry_after: int = Field(default=1, ge=1, le=3600)
     """Seconds a 503 for load tells the client to wait (``Retry-After``)."""

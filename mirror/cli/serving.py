@@ -70,10 +70,15 @@ __all__ = [
 
 # httptools parses in C; our protocol keeps header names as the app spells them (lakeFS's
 # client reads `Content-Range` of a 416 case-sensitively). Logging is configure_logging's, and
-# the access line is RequestLogMiddleware's, not uvicorn's.
+# the access line is RequestLogMiddleware's, not uvicorn's. The event loop is asyncio's, not
+# uvloop's: libuv accepts one connection per turn of its loop, so under a flood a new connection
+# (a Kubernetes probe's) waits behind every connection queued before it, for tens of seconds;
+# asyncio accepts all that are waiting each turn and the admission refuses the excess at once
+# (docs/benchmarks.md, "Overload"). Served requests cost the same CPU on either loop.
 UVICORN_OPTIONS: dict[str, Any] = {
     "server_header": False,
     "http": HttpToolsProtocol,
+    "loop": "asyncio",
     "log_config": None,
     "access_log": False,
 }

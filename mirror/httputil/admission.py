@@ -7,7 +7,14 @@ work is done and before its body is read. Memory and latency stay bounded under 
 what is admitted keeps its throughput, instead of every request slowing down together until
 clients time out and the process runs out of memory.
 
-A request holds its turn until its answer is sent, streamed bodies included. Health checks and
+A request holds its turn until its answer is sent, streamed bodies included. Requests arriving
+together are judged in the order they arrived, even when the handlers ahead of them never yield
+to the event loop (a read served from local disk runs start to end in one go, so a burst read off
+the sockets in one turn of the loop would otherwise be served whole, one after the other, with
+no request ever finding another in progress): the server's HTTP protocol tells each request, in
+the :data:`ARRIVAL` scope extension, how many of the process's requests were in progress when it
+arrived, itself included, and one that found the capacity (``max_active + max_queued``) taken is
+refused before its handler runs. Health checks and
 ``/metrics`` (``always``) never wait and are never refused, so probes and scrapes keep answering
 while the process is saturated. A waiting request whose client hangs up leaves the queue when
 the server's HTTP protocol reports the lost connection through the :data:`CLIENT_GONE` scope
@@ -40,6 +47,7 @@ if TYPE_CHECKING:
     from mirror.httputil.metrics import OverloadMetrics
 
 __all__ = [
+    "ARRIVAL",
     "CLIENT_GONE",
     "HEALTH_PATHS",
     "Admission",
@@ -54,6 +62,10 @@ __all__ = [
 CLIENT_GONE = "lakemirror.client_gone"
 """The scope extension (``scope["extensions"]``) a server's HTTP protocol may offer:
 ``{"event": asyncio.Event}``, the event set when the request's connection is lost."""
+
+ARRIVAL = "lakemirror.arrival"
+"""The scope extension a server's HTTP protocol may offer: ``{"in_progress": int}``, the requests
+of the process in progress (started or not) when this one's head was read, itself included."""
 
 HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/_health", "/api/v1/healthcheck"})
 """Paths served whatever the load: the probes, lakeFS's health checks and the scrape."""
@@ -220,11 +232,18 @@ class AdmissionMiddleware:
             await self.app(scope, receive, send)
             return
         admission = self.admission
+        limits = admission.limits
+        extensions = scope.get("extensions") or {}
+        arrived = extensions.get(ARRIVAL, {}).get("in_progress")
+        if isinstance(arrived, int) and arrived > limits.max_active + limits.max_queued:
+            # the capacity was taken when it arrived, by requests that have yet to run
+            await self._refuse(scope, receive, send)
+            return
         if not admission.try_acquire():
             if not admission.can_wait():
                 await self._refuse(scope, receive, send)
                 return
-            gone = (scope.get("extensions") or {}).get(CLIENT_GONE, {}).get("event")
+            gone = extensions.get(CLIENT_GONE, {}).get("event")
             self.metrics.waiting.inc()
             try:
                 admitted = await admission.wait(gone if isinstance(gone, asyncio.Event) else None)
@@ -237,10 +256,30 @@ class AdmissionMiddleware:
         finally:
             admission.release()
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    @property
+    def capacity(self) -> int:
+        """Return how many requests the process takes on: served at once plus queued."""
+        limits = self.admission.limits
+        return limits.max_active + limits.max_queued
+
+    def refusal(self, scope: Scope) -> Response | None:
+        """Count and return the 503 for a request refused for load (``None``: always served).
+
+        The server's HTTP protocol calls it for a request that arrives with :attr:`capacity`
+        taken, and writes the answer itself, without starting the request's handler at all:
+        a refusal then costs the parsing of a head and one write.
+        """
+        if scope.get("path") in self.always:
+            return None
+        return self._refusal(scope)
+
+    def _refusal(self, scope: Scope) -> Response:
         self.metrics.count("overloaded")
         response = self.refuse(scope, self.admission.limits.retry_after)
         if has_body(scope):
             # the body stays unread: its bytes must not be taken for the next request
             response.headers["connection"] = "close"
-        await response(scope, receive, send)
+        return response
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._refusal(scope)(scope, receive, send)

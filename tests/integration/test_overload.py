@@ -243,32 +243,51 @@ def test_json_bodies_are_bounded_and_uploads_are_not(busy: Server) -> None:
     assert _refused(url, "body_too_large") == before + 2
 
 
+def _trickle(sock: socket.socket, head: bytes) -> tuple[bytes, float]:
+    """Send ``head``, then one more header byte at a time; return the answer and its time."""
+    sock.sendall(head)
+    sock.settimeout(0.2)
+    started = time.monotonic()
+    answer = b""
+    # one byte of the header at a time: each byte is no reason to wait longer
+    while time.monotonic() - started < DEADLINE:
+        try:
+            sock.sendall(b"z")
+            chunk = sock.recv(4096)
+        except TimeoutError:
+            continue
+        except OSError:
+            break
+        if not chunk:
+            break
+        answer += chunk
+    return answer, time.monotonic() - started
+
+
 def test_a_slowloris_head_is_answered_408_within_the_header_timeout(strict: Server) -> None:
     before = _refused(strict.url, "header_timeout")
+    slow = b"GET /api/v1/repositories HTTP/1.1\r\nHost: x\r\nX-Slow: "
     with socket.create_connection(_address(strict.url)) as sock:
-        sock.sendall(b"GET /api/v1/repositories HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-        sock.settimeout(0.2)
-        started = time.monotonic()
-        answer = b""
-        # one byte of the header at a time: each byte is no reason to wait longer
-        while time.monotonic() - started < DEADLINE:
-            try:
-                sock.sendall(b"z")
-                chunk = sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            if not chunk:
-                break
-            answer += chunk
-        cut_off = time.monotonic() - started
+        answer, cut_off = _trickle(sock, slow)
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer[:100]
     assert b"connection: close\r\n" in answer
     assert b"the request's headers did not arrive within 1 seconds" in answer
     # well before the deadline: the clock ran from the first byte, not the last
     assert cut_off < DEADLINE / 2
-    assert _refused(strict.url, "header_timeout") == before + 1
+    # the same on a keep-alive connection, after a request answered whole
+    with socket.create_connection(_address(strict.url)) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.settimeout(DEADLINE)
+        first = b""
+        while not first.endswith(b'{"status":"ok"}'):
+            chunk = sock.recv(4096)
+            assert chunk, first
+            first += chunk
+        assert first.startswith(b"HTTP/1.1 200 OK\r\n")
+        answer, cut_off = _trickle(sock, slow)
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer[:100]
+    assert cut_off < DEADLINE / 2
+    assert _refused(strict.url, "header_timeout") == before + 2
     assert httpx.get(f"{strict.url}/api/v1/repositories", auth=KEY).status_code == 200
 
 

@@ -177,3 +177,21 @@ async def test_a_request_waiting_leaves_when_the_protocol_reports_its_client_gon
     gate.open.set()
     await holder
     assert admission.active == 0
+
+
+def test_the_protocol_s_refusal_is_counted_and_spares_health_checks() -> None:
+    metrics = OverloadMetrics(CollectorRegistry())
+    admission = Admission(AdmissionLimits(max_active=3, max_queued=4, retry_after=2))
+    app = AdmissionMiddleware(_Gate(), admission, metrics)
+    assert app.capacity == 7
+
+    def scope(path: str, *headers: tuple[bytes, bytes]) -> Scope:
+        return {"type": "http", "method": "GET", "path": path, "headers": list(headers)}
+
+    assert app.refusal(scope("/healthz")) is None
+    plain = app.refusal(scope("/api/v1/repositories"))
+    assert plain is not None and plain.status_code == 503
+    assert plain.headers["retry-after"] == "2" and "connection" not in plain.headers
+    with_body = app.refusal(scope("/api/v1/repositories", (b"content-length", b"5")))
+    assert with_body is not None and with_body.headers["connection"] == "close"
+    assert metrics.refused.labels("overloaded")._value.get() == 2
