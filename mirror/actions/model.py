@@ -50,6 +50,21 @@ LUA_SCRIPT_PATHS = ("script_path", "script_file")
 class _Loader(yaml.SafeLoader):
     """YAML 1.2's booleans (only ``true``/``false``), as Go reads them: ``on`` is a key."""
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """Construct ``node``; a scalar its tag cannot read is a YAML error.
+
+        PyYAML's constructors raise what they meet: ValueError for ``2001-13-01`` or
+        ``!!int x``, IndexError, KeyError or AttributeError for an empty ``!!int``, ``!!bool``
+        or ``!!timestamp``.
+        """
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, IndexError, KeyError, AttributeError, TypeError) as exc:
+            what = repr(node.value)[:60] if isinstance(node, yaml.ScalarNode) else "a node"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {what} as {node.tag}: {exc}", node.start_mark
+            ) from exc
+
 
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
@@ -127,9 +142,6 @@ def parse_action(source: str, data: bytes) -> Action:
         # _Loader is a yaml.SafeLoader
         doc = yaml.load(data, Loader=_Loader)  # nosec B506
     except yaml.YAMLError as exc:
-        raise fail(f"invalid YAML: {exc}") from None
-    except ValueError as exc:
-        # PyYAML's constructors: a timestamp out of range (2001-13-01), "!!int x"
         raise fail(f"invalid YAML: {exc}") from None
     except RecursionError:
         raise fail("invalid YAML: nested too deeply") from None

@@ -49,6 +49,8 @@ FOUND = [
     ("sigv2", "bad-found-date-year-22024", "S3Error:AccessDenied"),
     ("sigv2", "bad-found-date-minutes-overflow", "S3Error:AccessDenied"),
     ("sigv2", "bad-found-date-day-overflow", "S3Error:AccessDenied"),
+    # PyYAML's int constructor indexed the empty scalar of "!!int :": IndexError
+    ("action_file", "bad-found-empty-int-key", "ActionFileError"),
 ]
 
 
@@ -236,6 +238,10 @@ description: *g
         # PyYAML's constructors raise ValueError for these
         (b"name: 2001-13-01\n", "month must be in 1..12"),
         (b"name: !!int x\n", "invalid literal"),
+        # and IndexError, KeyError, AttributeError for an empty !!int, !!bool, !!timestamp
+        (b"name: a1\n!!float : x\n", "cannot read '' as tag:yaml.org,2002:float"),
+        (b"name: !!bool\n", "cannot read '' as tag:yaml.org,2002:bool"),
+        (b"name: !!timestamp\n", "cannot read '' as tag:yaml.org,2002:timestamp"),
         # PyYAML composes recursively: RecursionError
         (b"[" * 1000, "nested too deeply"),
         (b"name: a1\non: {pre-commit: }\nhooks: [{id: h1, type: [1]}]\n", "unknown hook type"),
