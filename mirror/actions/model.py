@@ -182,11 +182,6 @@ def _check_shape(doc: object, fail: Any) -> None:
         node, depth, done = stack.pop()
         children = list(node.values()) if isinstance(node, dict) else node
         assert isinstance(children, list)
-        if not done:
-            texts = [*node, *children] if isinstance(node, dict) else children
-            for text in texts:
-                if isinstance(text, str) and not text.isascii() and not _is_unicode(text):
-                    raise fail("yaml: found invalid Unicode character escape code")
         if done:
             size = 1 + sum(sizes.get(id(c), 1) for c in children)
             if size > _MAX_NODES:
@@ -200,13 +195,18 @@ def _check_shape(doc: object, fail: Any) -> None:
             raise fail("yaml: an alias refers to a node that contains it")
         if depth > _MAX_DEPTH:
             raise fail(f"yaml: nested more than {_MAX_DEPTH} levels deep")
+        texts = [*node, *children] if isinstance(node, dict) else children
+        if not all(_is_unicode(t) for t in texts if isinstance(t, str)):
+            raise fail("yaml: found invalid Unicode character escape code")
         entered.add(id(node))
         stack.append((node, depth, True))
         stack.extend((c, depth + 1, False) for c in children if isinstance(c, (dict, list)))
 
 
 def _is_unicode(text: str) -> bool:
-    # "\ud800" escapes give lone surrogates, which libyaml (and so lakeFS) refuses
+    # a "\ud800" escape gives a lone surrogate, which libyaml (and so lakeFS) refuses
+    if text.isascii():
+        return True
     try:
         text.encode()
     except UnicodeEncodeError:

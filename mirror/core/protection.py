@@ -205,13 +205,20 @@ def _expanded(parser: _Parser, items: list[_Item]) -> list[list[str | None]]:
     out: list[list[str | None]] = [[]]
     for item in items:
         if isinstance(item, list):
-            options = [e for alternative in item for e in _expanded(parser, alternative)]
+            options: list[list[str | None]] = []
+            for alternative in item:
+                options += _expanded(parser, alternative)
+                _bound(parser, len(options))
+            _bound(parser, len(out) * len(options))
             out = [head + option for head in out for option in options]
         else:
             out = [[*head, item] for head in out]
-        if len(out) > _MAX_EXPANSIONS:
-            raise parser.fail(f"its '{{…}}' stand for more than {_MAX_EXPANSIONS} patterns")
     return out
+
+
+def _bound(parser: _Parser, count: int) -> None:
+    if count > _MAX_EXPANSIONS:
+        raise parser.fail(f"its '{{…}}' stand for more than {_MAX_EXPANSIONS} patterns")
 
 
 def _leftmost(pieces: list[str | None]) -> str:
