@@ -162,7 +162,7 @@ class _HeadWriter:
 
 
 class _ConnectionApp:
-    """Wrap an ASGI app: heads written with names as sent, body reads bounded in time."""
+    """Wrap an ASGI app: heads spelt as sent and written with their bodies, body reads timed."""
 
     def __init__(self, app: ASGIApp, protocol: HttpToolsProtocol) -> None:
         self.app = app
