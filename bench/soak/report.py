@@ -5,10 +5,11 @@ Targets (each missed one makes the exit code 1):
 - acknowledged writes lost: 0;
 - mirror safety violations: 0 (the safety checker's, and mirror reads that answered other bytes
   than acknowledged, or 404, for a commit the mirror's ``main`` had reached);
-- growth after warm-up: the resident set and the open files of every LakeMirror process (servers,
-  workers, replicants, replication) in the last window within 10 % of the second window's (fds:
-  or within 2, whichever is more); the stores (dynalite, moto) hold the data and grow with it, so
-  they are shown, not judged;
+- growth after warm-up: the resident set and the open descriptors of every LakeMirror process
+  (servers, workers, replicants, replication) at the end of the last window within 10 % of
+  those at the end of its first whole window after the first (descriptors: or within 2), as
+  :mod:`bench.soak.growth` judges them; the stores (dynalite, moto) hold the data and grow with
+  it, so they are shown, not judged;
 - 5xx other than deliberate 503s (a 503 with ``Retry-After``): 0;
 - the mirror reaches the source's final state after the load stops;
 - the load's own code raised nothing.
@@ -16,6 +17,7 @@ Targets (each missed one makes the exit code 1):
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -24,16 +26,13 @@ from dataclasses import dataclass, field
 from bench.mirror import markdown
 from bench.soak.faults import Fault
 from bench.soak.final import Verdict
+from bench.soak.growth import Growth, growth
 from bench.soak.load import ReadProblem
 from bench.soak.meter import Request, percentile
 from bench.soak.samples import KVCount, ProcessSample
 from tests.e2e.regions import Violation
 
-__all__ = ["GROWTH_LIMIT", "Run", "Target", "render", "targets"]
-
-GROWTH_LIMIT = 0.10
-FD_SLACK = 2
-JUDGED = ("server", "worker", "replicant", "replication")
+__all__ = ["Run", "S3Count", "Target", "process_growth", "render", "targets"]
 
 
 @dataclass
@@ -57,6 +56,12 @@ class Run:
     mirror_reads: int = 0
     failures: list[tuple[Request, str]] = field(default_factory=list)
     """Failed requests with the first characters of their answer."""
+    loads: list[tuple[float, float]] = field(default_factory=list)
+    """(when, the machine's 1-minute load average) at the end of each window."""
+    final_s: float = 0.0
+    """Seconds the final checks took."""
+    s3: list[S3Count] = field(default_factory=list)
+    """Each S3 server's request counts when the load started and at the end of each window."""
     header: list[str] = field(default_factory=list)
 
     def windows(self) -> int:
@@ -73,6 +78,20 @@ class Run:
         begin = index * self.window
         end = min((index + 1) * self.window, self.ended - self.started)
         return f"{_clock(begin)}-{_clock(end)}"
+
+
+@dataclass(frozen=True)
+class S3Count:
+    """A region's S3 server's requests since it started: ``{op: {"count", "seconds"}}``."""
+
+    at: float
+    region: str
+    ops: dict[str, dict[str, float]]
+
+    @property
+    def total(self) -> int:
+        """Return the requests of every operation."""
+        return int(sum(v["count"] for v in self.ops.values()))
 
 
 @dataclass(frozen=True)
@@ -124,6 +143,10 @@ def window_table(run: Run) -> str:
     faults: dict[int, list[str]] = defaultdict(list)
     for fault in run.faults:
         faults[run.window_of(fault.at)].append(fault.target)
+    loads: dict[int, float] = {}
+    for at, load in run.loads:
+        loads[run.window_of(at)] = load
+    s3 = _s3_per_window(run)
     rows = []
     for w in range(run.windows()):
         requests = by_window[w]
@@ -139,7 +162,9 @@ def window_table(run: Run) -> str:
                 _ms(_latency(requests, 99)),
                 "-" if p50 is None or p99 is None else f"{p50:.1f} / {p99:.1f} ({len(lag)})",
                 " / ".join("-" if c is None else f"{c.total:,}" for c in items),
+                " / ".join(f"{s3[(w, r)]:,}" if (w, r) in s3 else "-" for r in "ab"),
                 ", ".join(faults[w]) or "-",
+                f"{loads[w]:.1f}" if w in loads else "-",
             ]
         )
     return markdown(
@@ -151,10 +176,48 @@ def window_table(run: Run) -> str:
             "p99 ms",
             "mirror lag p50 / p99 s (commits)",
             "KV items a / b",
+            "S3 requests a / b",
             "faults",
+            "load avg",
         ],
         rows,
     )
+
+
+def _s3_per_window(run: Run) -> dict[tuple[int, str], int]:
+    """Return the requests each region's S3 server answered in each window."""
+    out: dict[tuple[int, str], int] = {}
+    for region in "ab":
+        counts = sorted((c for c in run.s3 if c.region == region), key=lambda c: c.at)
+        for before, after in itertools.pairwise(counts):
+            key = (run.window_of(after.at), region)
+            out[key] = out.get(key, 0) + after.total - before.total
+    return out
+
+
+def s3_table(run: Run) -> str:
+    """Return each S3 server's requests by operation over the load, and its time answering."""
+    first: dict[str, S3Count] = {}
+    last: dict[str, S3Count] = {}
+    for count in sorted(run.s3, key=lambda c: c.at):
+        first.setdefault(count.region, count)
+        last[count.region] = count
+    ops = sorted({op for c in last.values() for op in c.ops})
+    rows = []
+    for op in ops:
+        cells = [op]
+        for region in "ab":
+            if region not in last:
+                cells += ["-", "-"]
+                continue
+            end = last[region].ops.get(op, {})
+            start = first[region].ops.get(op, {})
+            count = end.get("count", 0) - start.get("count", 0)
+            seconds = end.get("seconds", 0) - start.get("seconds", 0)
+            cells += [f"{count:,.0f}", f"{seconds:.0f}"]
+        rows.append(cells)
+    columns = ["S3 operation", "a requests", "a server s", "b requests", "b server s"]
+    return markdown(columns, rows)
 
 
 def _last_per_window(run: Run) -> dict[str, dict[int, ProcessSample]]:
@@ -164,48 +227,62 @@ def _last_per_window(run: Run) -> dict[str, dict[int, ProcessSample]]:
     return out
 
 
-def growth(run: Run) -> dict[str, tuple[float, int, bool] | None]:
-    """Return, per process, (RSS growth ratio, fds growth, restarted) from the second window's
-    last reading to the last window's; ``None`` when either is missing."""
-    last = run.windows() - 1
-    out: dict[str, tuple[float, int, bool] | None] = {}
-    for label, windows in _last_per_window(run).items():
-        early, late = windows.get(1), windows.get(last)
-        if last < 1 or early is None or late is None or early.rss_mb == 0:
-            out[label] = None
-            continue
-        out[label] = (late.rss_mb / early.rss_mb - 1, late.fds - early.fds, late.pid != early.pid)
-    return out
+def process_growth(run: Run) -> list[Growth]:
+    """Return the growth of every process after its warm-up (:mod:`bench.soak.growth`)."""
+    return growth(run.processes, run.started, run.window, run.windows())
 
 
 def process_table(run: Run) -> str:
-    """Return RSS and open files of every process at the end of each window, and their growth."""
+    """Return RSS and own descriptors of every process at the end of each window, and growth."""
     per = _last_per_window(run)
-    grown = growth(run)
-    kinds = {s.label: s.kind for s in run.processes}
     rows = []
-    for label in dict.fromkeys(s.label for s in run.processes):
+    for change in process_growth(run):
         cells = []
-        previous_pid = None
+        previous: ProcessSample | None = None
         for w in range(run.windows()):
-            sample = per[label].get(w)
+            sample = per[change.label].get(w)
             if sample is None:
                 cells.append("-")
                 continue
-            mark = "*" if previous_pid is not None and sample.pid != previous_pid else ""
-            previous_pid = sample.pid
-            cells.append(f"{sample.rss_mb:.0f} / {sample.fds}{mark}")
-        change = grown.get(label)
-        if change is None:
-            text = "-"
+            mark = "*" if previous is not None and sample.pid != previous.pid else ""
+            role = {"active": " A", "standby": " S"}.get(sample.role, "")
+            previous = sample
+            cells.append(f"{sample.rss_mb:.0f} / {sample.own_fds}{mark}{role}")
+        if not change.measured:
+            text = change.note or "-"
         else:
-            ratio, fds, restarted = change
-            text = f"{ratio * 100:+.1f} % / {fds:+d}" + (" (restarted)" if restarted else "")
-            if kinds[label] not in JUDGED:
-                text += " (not judged)"
-        rows.append([label, *cells, text])
-    columns = ["process", *(run.label(w) for w in range(run.windows())), "second → last window"]
+            since = run.label(change.base_window or 0)
+            text = f"{change.rss * 100:+.1f} % / {change.fds:+d} from {since}"
+            if change.note:
+                text += f" ({change.note})"
+            if not change.judged:
+                text += ", not judged"
+            elif not change.within:
+                text += ": OVER"
+        rows.append([change.label, *cells, text])
+    columns = ["process", *(run.label(w) for w in range(run.windows())), "growth after warm-up"]
     return markdown(columns, rows)
+
+
+def cpu_table(run: Run) -> str:
+    """Return the CPU each process used in each window, as a share of one core."""
+    used: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    previous: dict[str, ProcessSample] = {}
+    for sample in sorted(run.processes, key=lambda s: s.at):
+        before = previous.get(sample.label)
+        if before is not None and before.pid == sample.pid:
+            used[sample.label][run.window_of(sample.at)] += sample.cpu_s - before.cpu_s
+        previous[sample.label] = sample
+    rows = []
+    for label in dict.fromkeys(s.label for s in run.processes):
+        cells = []
+        for w in range(run.windows()):
+            begin = w * run.window
+            span = min(run.window, run.ended - run.started - begin)
+            cells.append(f"{used[label][w] / span * 100:.0f} %" if span > 0 else "-")
+        rows.append([label, *cells, f"{sum(used[label].values()):.0f}"])
+    windows = [run.label(w) for w in range(run.windows())]
+    return markdown(["CPU (100 % = one core)", *windows, "CPU s"], rows)
 
 
 def kv_table(run: Run) -> str:
@@ -258,30 +335,17 @@ def targets(run: Run) -> list[Target]:
     verdict = run.verdict
     lost = len(verdict.lost)
     unsafe = len(_distinct(run.violations)) + len(run.read_problems)
-    worst_rss: tuple[float, str] = (float("-inf"), "")
-    worst_fds: tuple[int, str] = (-(10**9), "")
-    grown_ok = True
-    measured_growth = False
-    kinds = {s.label: s.kind for s in run.processes}
-    early = {label: w.get(1) for label, w in _last_per_window(run).items()}
-    for label, change in growth(run).items():
-        if change is None or kinds[label] not in JUDGED:
-            continue
-        measured_growth = True
-        ratio, fds, _ = change
-        worst_rss = max(worst_rss, (ratio, label))
-        worst_fds = max(worst_fds, (fds, label))
-        first = early[label]
-        allowed = max(FD_SLACK, int(GROWTH_LIMIT * first.fds)) if first else FD_SLACK
-        if ratio > GROWTH_LIMIT or fds > allowed:
-            grown_ok = False
-    if measured_growth:
+    judged = [g for g in process_growth(run) if g.judged]
+    if judged:
+        worst_rss = max(judged, key=lambda g: g.rss)
+        worst_fds = max(judged, key=lambda g: g.fds)
         growth_text = (
-            f"worst RSS {worst_rss[0] * 100:+.1f} % ({worst_rss[1]}), "
-            f"worst fds {worst_fds[0]:+d} ({worst_fds[1]})"
+            f"worst RSS {worst_rss.rss * 100:+.1f} % ({worst_rss.label}), "
+            f"worst own fds {worst_fds.fds:+d} ({worst_fds.label}); {len(judged)} judged"
         )
     else:
-        growth_text = "not measured (fewer than two windows)"
+        growth_text = "not measured (no process lived through two windows)"
+    grown_ok = all(g.within for g in judged)
     failures = [r for r in run.requests if r.failure_5xx]
     deliberate = sum(1 for r in run.requests if r.deliberate_503)
     caught_up = verdict.catch_up_s is not None
@@ -331,15 +395,22 @@ def render(run: Run) -> str:
     verdict = run.verdict
     found = targets(run)
     lines = [*run.header, "", "## Per window", "", window_table(run), ""]
-    lines += ["## Processes: RSS MB / open fds at the end of each window (* restarted)", ""]
-    lines += [process_table(run), "", "## KV", "", kv_table(run), ""]
+    lines += [
+        "## Processes: RSS MB / own open fds at the end of each window",
+        "",
+        "(own fds: without its clients' connections; * restarted; replicas: A holds the lease, "
+        "S stands by)",
+        "",
+    ]
+    lines += [process_table(run), "", cpu_table(run), "", "## KV", "", kv_table(run), ""]
     lines += ["## Requests by kind (whole run)", "", kinds_table(run), ""]
+    lines += ["## S3 servers (whole run)", "", s3_table(run), ""]
     lines += ["## Faults", "", fault_table(run) if run.faults else "none", ""]
     lines += [
         "## End of run",
         "",
         f"source branches at the end: {verdict.source_branches}; mirror history: "
-        f"{verdict.mirror_history}",
+        f"{verdict.mirror_history}; final checks took {run.final_s:.0f} s",
     ]
     for problem in verdict.lost[:20]:
         lines.append(f"LOST: {problem}")

@@ -21,7 +21,7 @@ from bench.soak.ledger import Ledger
 from bench.soak.load import Load
 from bench.soak.meter import Meter
 from bench.soak.mirror_watch import MirrorWatch
-from bench.soak.report import Run, render, targets
+from bench.soak.report import Run, S3Count, render, targets
 from bench.soak.samples import KVCount, ProcessSampler, count_items
 from bench.soak.world import SoakWorld, soak_world
 from tests.e2e.regions import SafetyChecker
@@ -66,6 +66,16 @@ def _count_kv(world: SoakWorld) -> list[KVCount]:
     return counts
 
 
+def _count_s3(world: SoakWorld) -> list[S3Count]:
+    counts = []
+    for region, server in world.s3.items():
+        try:
+            counts.append(S3Count(time.monotonic(), region, server.requests()))
+        except httpx.HTTPError:
+            continue  # counted at the next window's end
+    return counts
+
+
 def soak(options: Options, workdir: Path, out: TextIO, command: str = "") -> tuple[str, bool]:
     """Run one soak in ``workdir``; return its report and whether every target was met.
 
@@ -91,6 +101,8 @@ def soak(options: Options, workdir: Path, out: TextIO, command: str = "") -> tup
         sampler = ProcessSampler(world, every=min(10.0, options.window / 4)).start()
         load = Load(world, meter, ledger, options.seed, think=options.think, keep=options.keep)
         kv: list[KVCount] = _count_kv(world)
+        loads: list[tuple[float, float]] = []
+        s3 = _count_s3(world)
         began = time.monotonic()
         load.start()
         faults = FaultSchedule(
@@ -106,6 +118,8 @@ def soak(options: Options, workdir: Path, out: TextIO, command: str = "") -> tup
             time.sleep(max(0.0, closing - time.monotonic()))  # a timed run: until then
             kv += _count_kv(world)
             sampler.sample()
+            loads.append((time.monotonic(), os.getloadavg()[0]))
+            s3 += _count_s3(world)
             log(
                 f"{(time.monotonic() - began) / 60:.1f} min: {len(meter.requests):,} "
                 f"requests, {len(ledger.acks):,} acks, mirror lags {len(ledger.lags):,}, "
@@ -119,7 +133,9 @@ def soak(options: Options, workdir: Path, out: TextIO, command: str = "") -> tup
         load.stop()
         sampler.stop()
         log("final checks: the mirror catches up, every acknowledged write is read back")
+        checking = time.monotonic()
         verdict = final_checks(world, ledger, options.catch_up)
+        final_s = time.monotonic() - checking
         checker.stop()
         watch.stop()
         run = Run(
@@ -139,6 +155,9 @@ def soak(options: Options, workdir: Path, out: TextIO, command: str = "") -> tup
             objects_checked=checker.objects_read,
             mirror_reads=load.mirror_reads,
             failures=list(meter.failures),
+            loads=loads,
+            final_s=final_s,
+            s3=s3,
         )
     from importlib.metadata import version
 

@@ -5,8 +5,15 @@ server process (S3) and ``lakemirror server`` with two workers; in region ``b`` 
 replicas sharing the region's KV; between the regions' buckets ``lakemirror
 simulate-replication`` as a process of its own. Everything is started through the end-to-end
 harness (``two_regions`` and ``aws_backend`` of :mod:`tests.e2e.regions`, its replicants,
-``running_dynalite`` and ``running_moto`` of :mod:`tests.integration`); this module adds the
-handles that kill a process with SIGKILL and start it again the way it was started.
+``running_dynalite`` of :mod:`tests.integration.dynalite`); this module adds the handles that
+kill a process with SIGKILL and start it again the way it was started.
+
+The moto servers are :mod:`bench.s3_server`'s (as ``bench.first_sync`` runs them): moto's S3
+with listing pages cut from a sorted index of the keys, and requests counted by operation. The
+replication lists the whole source namespace on every scan, as S3 Replication does not, and
+moto's own listing sorts every key for every page (0.35-0.8 s a page of 1,000 on this
+machine): its scans of a bucket growing all run long would soon take all of the region's S3
+server, and the soak would measure moto.
 """
 
 from __future__ import annotations
@@ -29,11 +36,12 @@ import httpx
 import lakefs
 import yaml
 
+from bench.first_sync import S3Process, s3_process
 from tests.e2e.regions import Region, Replicant, TwoRegions, aws_backend, two_regions, wait_for
 from tests.integration import harness
 from tests.integration.dynalite import Dynalite, running_dynalite
 from tests.integration.harness import free_port, stop_process, unique
-from tests.integration.moto_fixtures import MotoServer, running_moto, s3_settings
+from tests.integration.moto_fixtures import MotoServer, s3_settings
 
 __all__ = [
     "HEALTH_DEADLINE",
@@ -274,6 +282,8 @@ class SoakWorld:
 
     regions: TwoRegions
     moto: dict[str, MotoServer]
+    s3: dict[str, S3Process]
+    """The same S3 servers, with their request counts."""
     kv: dict[str, KVServer]
     workers: dict[str, ServerWorkers]
     replicas: list[ReplicantReplica]
@@ -297,6 +307,20 @@ class SoakWorld:
             out.append((replica.label, "replicant", replica.pid()))
         out.append((self.replication.label, "replication", self.replication.pid()))
         return out
+
+    def replica_roles(self) -> dict[str, str]:
+        """Return each replicant replica's role: ``active`` while it holds the mirror's lease,
+        ``standby`` otherwise, ``""`` when it does not answer (it is being restarted)."""
+        roles = {}
+        for replica in self.replicas:
+            try:
+                held = replica.replicant.metric("lakemirror_lease_held", mirror=self.mirror_repo)
+            except (httpx.HTTPError, RuntimeError, ValueError):
+                # no answer, or its client closed: the replica is being restarted
+                roles[replica.label] = ""
+                continue
+            roles[replica.label] = "active" if held > 0 else "standby"
+        return roles
 
     def sdk(self, region: str) -> lakefs.Client:
         """Return a new official SDK client of ``region`` signed in as its administrator."""
@@ -433,13 +457,14 @@ def soak_world(workdir: Path, seed: int, log: Callable[[str], None]) -> Iterator
             stack,
             {
                 **{
-                    f"s3 {n}": contextmanager(running_moto)(aws, workdir)
-                    for n, aws in MOTO_REGIONS.items()
+                    f"s3 {n}": s3_process(workdir / f"s3-{n}.log", [], indexed=True)
+                    for n in MOTO_REGIONS
                 },
                 **{f"kv {n}": _handle(partial(KVServer, n, workdir)) for n in MOTO_REGIONS},
             },
         )
-        moto: dict[str, MotoServer] = {n: stores[f"s3 {n}"] for n in MOTO_REGIONS}
+        s3: dict[str, S3Process] = {n: stores[f"s3 {n}"] for n in MOTO_REGIONS}
+        moto = {n: MotoServer(s3[n].url, aws, s3[n].process) for n, aws in MOTO_REGIONS.items()}
         kv: dict[str, KVServer] = {n: stores[f"kv {n}"] for n in MOTO_REGIONS}
         backends = {}
         tables = {}
@@ -483,4 +508,6 @@ def soak_world(workdir: Path, seed: int, log: Callable[[str], None]) -> Iterator
             interval=0.2,
         )
         log(f"mirror {mirror} at the source's head after {time.monotonic() - began:.1f} s")
-        yield SoakWorld(regions, moto, kv, workers, replicas, replication, source, mirror, tables)
+        yield SoakWorld(
+            regions, moto, s3, kv, workers, replicas, replication, source, mirror, tables
+        )

@@ -66,7 +66,7 @@ def test_half_a_minute_of_mixed_load_with_a_kv_restart(tmp_path: Path) -> None:
     for label in PROCESSES:
         cells = _row(processes, label)
         assert len(cells) == WINDOWS + 2, cells  # the process, each window, the growth
-        assert re.fullmatch(r"\d+ / \d+\*?", cells[1]), cells
+        assert re.fullmatch(r"\d+ / \d+\*?( [AS])?", cells[1]), cells
 
     assert "refs/*/commits" in _section(text, "KV")
     kinds = _section(text, "Requests by kind")
