@@ -150,8 +150,10 @@ class LinkSigner:
             LinkAddressExpiredError: handed out more than :data:`LINK_LIFETIME` ago.
         """
         address, comma, signature = signed.rpartition(",")
+        expected = self._signature(repository, branch, path, address)
+        # compared as bytes: compare_digest refuses str holding non-ASCII (TypeError)
         if not comma or not hmac.compare_digest(
-            signature, self._signature(repository, branch, path, address)
+            signature.encode("utf-8", "surrogatepass"), expected.encode()
         ):
             raise LinkAddressInvalidError(f"address {signed!r} was not issued for {path!r}")
         issued = _issued_ms(address)

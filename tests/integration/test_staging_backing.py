@@ -95,6 +95,10 @@ def test_link_refusals(
     tampered = lakefs_sdk.StagingLocation(physical_address=location.physical_address[:-2] + "AA")
     status, message = _error(_link, staging, repo.id, "a", tampered, data)
     assert status == 400 and message.startswith("link address invalid")
+    # a signature with a non-ASCII character answered 500 (hmac.compare_digest's TypeError)
+    accented = lakefs_sdk.StagingLocation(physical_address=location.physical_address[:-2] + "é")
+    status, message = _error(_link, staging, repo.id, "a", accented, data)
+    assert status == 400 and message.startswith("link address invalid")
     status, message = _error(_link, staging, repo.id, "other-path", location, data)
     assert status == 400 and message.startswith("link address invalid")
     unsigned = lakefs_sdk.StagingLocation(
