@@ -5,8 +5,9 @@ each new object to the destination late (``--delay``), in random order, optional
 deliveries for a while (``--drop``, ``--drop-for``) or letting small objects overtake large ones
 (``--small-first``). With ``--replicate-deletes`` it also deletes at the destination what is
 deleted at the source, late and out of order too, as S3 Replication does when a rule enables
-delete-marker replication (off by default there, and here). It runs until interrupted (SIGINT or
-SIGTERM) or for ``--duration`` seconds.
+delete-marker replication (off by default there, and here). With ``--resume`` it takes what the
+destination already holds as replicated, so that a simulator started again goes on where the
+last one stopped. It runs until interrupted (SIGINT or SIGTERM) or for ``--duration`` seconds.
 """
 
 from __future__ import annotations
@@ -86,6 +87,12 @@ def register_simulate_command(sub: argparse._SubParsersAction[argparse.ArgumentP
         action="store_true",
         help="also delete at the destination what is deleted at the source, after --delay "
         "(like S3's delete-marker replication; never before the object's copy arrived)",
+    )
+    cmd.add_argument(
+        "--resume",
+        action="store_true",
+        help="take what the destination already holds (same key and size) as replicated, so a "
+        "restarted simulator picks up where the last one stopped instead of copying it all again",
     )
     cmd.add_argument("--seed", metavar="N", help="seed of delays, drops and order (random)")
     cmd.add_argument("--poll", metavar="SECONDS", default="0.5", help="seconds between scans (0.5)")
@@ -180,6 +187,7 @@ def _progress(elapsed: float, stats: ReplicationStats) -> str:
         + (f" failed={stats.failed}" if stats.failed else "")
         + (f" deleted={stats.deleted}" if stats.deleted else "")
         + (f" deletes_pending={stats.deletes_pending}" if stats.deletes_pending else "")
+        + (f" resumed={stats.resumed}" if stats.resumed else "")
     )
 
 
@@ -246,6 +254,7 @@ def _build(args: argparse.Namespace) -> tuple[ReplicationSimulator, float | None
         small_first=args.small_first,
         poll_interval=poll,
         replicate_deletes=args.replicate_deletes,
+        resume=args.resume,
     )
     return simulator, duration, _banner(simulator, delay, drop, drop_for, args.small_first)
 

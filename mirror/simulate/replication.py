@@ -51,6 +51,8 @@ class ReplicationStats:
             deleted once).
         deletes_pending: deletions found at the source and not yet applied (withheld, stalled,
             dropped, not yet due, or waiting for the object's copy to land first).
+        resumed: objects the first scan found at the destination already, with their size
+            (with ``resume``): taken as replicated, not copied again.
     """
 
     discovered: int
@@ -64,6 +66,7 @@ class ReplicationStats:
     failed: int = 0
     deleted: int = 0
     deletes_pending: int = 0
+    resumed: int = 0
 
 
 @dataclass(slots=True)
@@ -110,6 +113,11 @@ class ReplicationSimulator:
     nothing was replicated and nothing is deleted. Each object is deleted once; afterwards its key
     is forgotten, so an object written again under that key is replicated again.
 
+    With ``resume``, the first scan also lists the destination, and a source object already
+    there with the same size is taken as replicated: a simulator started again after another
+    stopped (or was killed) picks up where that one left off, as S3 Replication does after an
+    outage, instead of copying the whole namespace again.
+
     Args:
         source: the namespace objects are replicated from.
         destination: the namespace they are copied to.
@@ -124,6 +132,7 @@ class ReplicationSimulator:
         prefix: replicate only keys starting with this.
         clock: the time source of delivery times, in seconds.
         replicate_deletes: delete at the destination what is deleted at the source.
+        resume: take what the destination already holds (same key and size) as replicated.
 
     Raises:
         InvalidValueError: an interval, probability or poll interval is out of range.
@@ -143,6 +152,7 @@ class ReplicationSimulator:
         prefix: str = "",
         clock: Callable[[], float] = time.monotonic,
         replicate_deletes: bool = False,
+        resume: bool = False,
     ) -> None:
         if not 0.0 <= drop_probability < 1.0:
             raise InvalidValueError(
@@ -160,6 +170,9 @@ class ReplicationSimulator:
         self._prefix = prefix
         self._clock = clock
         self._replicate_deletes = replicate_deletes
+        self._to_resume = resume
+        """Whether the next scan still has to take in what the destination holds."""
+        self._resumed = 0
         # a simulation, seeded on purpose
         self._random = random.Random(seed)  # nosec B311
         # _lock guards the state below; _copy_lock is held for each copy and taken by the fault
@@ -224,6 +237,7 @@ class ReplicationSimulator:
                 failed=len(self._failures),
                 deleted=self._deleted,
                 deletes_pending=len(self._deletes),
+                resumed=self._resumed,
             )
 
     @property
@@ -251,15 +265,30 @@ class ReplicationSimulator:
         object the listing no longer shows.
 
         Raises:
-            BlockUnavailableError: listing the source failed (nothing is scheduled twice when
-                the scan is repeated).
+            BlockUnavailableError: listing the source (or, on the first scan with ``resume``, the
+                destination) failed (nothing is scheduled twice when the scan is repeated).
         """
         with self._scan_lock:
             now = self._clock()
             listing = list(self._source.list(self._prefix))
+            if self._to_resume:
+                self._take_in_destination(listing)
             if self._replicate_deletes:
                 self._schedule_deletes(now, {info.key for info in listing})
             return self._schedule_copies(now, [i for i in listing if i.key not in self._seen])
+
+    def _take_in_destination(self, listing: list[ObjectInfo]) -> None:
+        """Take the objects of ``listing`` the destination holds with their size as copied."""
+        there = {info.key: info.size for info in self._destination.list(self._prefix)}
+        with self._lock:
+            for info in listing:
+                if info.key in self._seen or there.get(info.key) != info.size:
+                    continue
+                self._seen.add(info.key)
+                if self._replicate_deletes:
+                    self._landed.add(info.key)
+                self._resumed += 1
+            self._to_resume = False
 
     def _schedule_deletes(self, now: float, present: set[str]) -> None:
         low, high = self._delay

@@ -124,6 +124,20 @@ def test_copies_every_file_within_the_duration(tmp_path: Path) -> None:
     assert "copied=31 pending=0" in lines[-1]
 
 
+def test_resume_copies_only_what_the_destination_lacks(tmp_path: Path) -> None:
+    source, destination = tmp_path / "a", tmp_path / "b"
+    files = {f"data/obj-{i}": os.urandom(40 + i) for i in range(12)}
+    write(source, files)
+    # an earlier run got two thirds across before it was killed
+    write(destination, {key: files[key] for key in sorted(files)[:8]})
+    args = [f"--from=local://{source}", f"--to=local://{destination}", "--poll=0.05"]
+    result = run([*args, "--resume", "--duration=0.5"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert tree(destination) == files
+    assert "copied=4 pending=0" in result.stdout.splitlines()[-1]
+    assert "resumed=8" in result.stdout.splitlines()[-1]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_replicates_files_written_while_running_until_signalled(tmp_path: Path, sig: int) -> None:
     source, destination = tmp_path / "a", tmp_path / "b"

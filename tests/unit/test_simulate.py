@@ -172,6 +172,50 @@ def test_everything_arrives_byte_for_byte_despite_delays_and_drops() -> None:
     assert (stats.pending, stats.withheld, stats.vanished, stats.failed) == (0, 0, 0, 0)
 
 
+@pytest.mark.parametrize("replicate_deletes", [False, True], ids=["copies", "and-deletes"])
+def test_a_resumed_simulator_copies_only_what_the_destination_lacks(
+    replicate_deletes: bool,
+) -> None:
+    source, destination, clock = stores()
+    objects = fill(source, 20)
+    # a simulator that stopped part-way: half the objects arrived, one of them not whole
+    arrived = sorted(objects)[:10]
+    for key in arrived:
+        destination.put(key, objects[key])
+    destination.put(arrived[0], objects[arrived[0]] + b"!")
+    sim = ReplicationSimulator(
+        source,
+        destination,
+        seed=2,
+        clock=clock,
+        resume=True,
+        replicate_deletes=replicate_deletes,
+    )
+    drain(sim, clock)
+    assert contents(destination) == objects
+    stats = sim.stats
+    assert (stats.resumed, stats.discovered, stats.copied) == (9, 11, 11)
+    # what is written later is new, and copied
+    source.put("late", b"late")
+    drain(sim, clock)
+    assert sim.stats.copied == 12 and contents(destination)["late"] == b"late"
+    if replicate_deletes:
+        # a resumed object deleted at the source is deleted at the destination too
+        source.delete(arrived[1])
+        drain_all(sim, clock)
+        assert arrived[1] not in contents(destination)
+
+
+def test_without_resume_a_new_simulator_copies_everything_again() -> None:
+    source, destination, clock = stores()
+    objects = fill(source, 5)
+    for key, data in objects.items():
+        destination.put(key, data)
+    sim = ReplicationSimulator(source, destination, seed=2, clock=clock)
+    drain(sim, clock)
+    assert (sim.stats.resumed, sim.stats.copied) == (0, 5)
+
+
 def test_objects_written_while_replicating_are_discovered_once() -> None:
     source, destination, clock = stores()
     sim = ReplicationSimulator(source, destination, seed=1, delay=(1.0, 2.0), clock=clock)
