@@ -5,7 +5,8 @@ Kinds of fault (``--faults`` chooses among them; each is as likely, then each of
 - ``worker``: a worker process of a region's ``lakemirror server``; the server's supervisor
   replaces it, and the fault is over when the replacement runs and ``/readyz`` answers;
 - ``replicant``: a replicant replica (``r1`` or ``r2``); started again with its ID and port;
-- ``replication``: the replication process; started again (it scans the source anew);
+- ``replication``: the replication process; started again (``--resume``: it goes on where the
+  killed one stopped);
 - ``kv``: a region's dynalite; started again on its port and its LevelDB directory, and the fault
   is over when the region's server answers ``/readyz`` (its KV answers again).
 

@@ -1,10 +1,12 @@
 """Whether a process grew after its warm-up: resident set and open descriptors, window to window.
 
-A process is compared with itself: from the end of the first window it lived through whole, as
-what it is at the end (the same process ID, and for a replicant replica the same role), to the
-end of the last window. A process that ran from the start is so compared from the second window
-on; one restarted later (or a replica that took the lease over, or gave it up) warms up again,
-and from a window after that one. When no whole window is left between, it is not judged.
+A process is compared with itself: in the first window it lived through whole, as what it is at
+the end (the same process ID, and for a replicant replica the same role), and in the last
+window, each window by the median of its readings (a burst of work at a window's end opens
+connections its pools close again). A process that ran from the start is so compared from the
+second window on; one restarted later (or a replica that took the lease over, or gave it up)
+warms up again, and from a window after that one. When no whole window is left between, it is
+not judged.
 
 Its own descriptors are judged, not the connections its clients opened to it: the kernel
 spreads the load's keep-alive connections over the server's workers, and each worker's share
@@ -15,6 +17,7 @@ it: they are shown, never judged.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,9 +38,10 @@ class Growth:
 
     label: str
     kind: str
-    base: ProcessSample | None
-    """Its reading at the end of its first whole window (``None``: not judged)."""
-    end: ProcessSample | None
+    base: tuple[float, float] | None
+    """Median RSS (MB) and own descriptors in its first whole window (``None``: not judged)."""
+    end: tuple[float, float] | None
+    """The same in the last window."""
     base_window: int | None
     note: str = ""
     """Why it is not judged, or what changed before its first whole window."""
@@ -45,19 +49,19 @@ class Growth:
     @property
     def measured(self) -> bool:
         """Return whether both readings exist."""
-        return self.base is not None and self.end is not None and self.base.rss_mb > 0
+        return self.base is not None and self.end is not None and self.base[0] > 0
 
     @property
     def rss(self) -> float:
         """Return the resident set's growth as a ratio (0.1: +10 %)."""
         assert self.base is not None and self.end is not None
-        return self.end.rss_mb / self.base.rss_mb - 1
+        return self.end[0] / self.base[0] - 1
 
     @property
-    def fds(self) -> int:
+    def fds(self) -> float:
         """Return how many descriptors of its own the process gained."""
         assert self.base is not None and self.end is not None
-        return self.end.own_fds - self.base.own_fds
+        return self.end[1] - self.base[1]
 
     @property
     def judged(self) -> bool:
@@ -70,7 +74,7 @@ class Growth:
         if not self.judged:
             return True
         assert self.base is not None
-        allowed = max(FD_SLACK, int(GROWTH_LIMIT * self.base.own_fds))
+        allowed = max(FD_SLACK, GROWTH_LIMIT * self.base[1])
         return self.rss <= GROWTH_LIMIT and self.fds <= allowed
 
 
@@ -112,5 +116,12 @@ def growth(
             note = changed or "fewer than two windows"
             out.append(Growth(label, last.kind, None, None, None, f"{note}: not judged"))
             continue
-        out.append(Growth(label, last.kind, base[-1], end[-1], base_window, changed))
+        out.append(Growth(label, last.kind, _median(base), _median(end), base_window, changed))
     return out
+
+
+def _median(readings: list[ProcessSample]) -> tuple[float, float]:
+    return (
+        statistics.median(r.rss_mb for r in readings),
+        statistics.median(r.own_fds for r in readings),
+    )

@@ -6,9 +6,9 @@ Targets (each missed one makes the exit code 1):
 - mirror safety violations: 0 (the safety checker's, and mirror reads that answered other bytes
   than acknowledged, or 404, for a commit the mirror's ``main`` had reached);
 - growth after warm-up: the resident set and the open descriptors of every LakeMirror process
-  (servers, workers, replicants, replication) at the end of the last window within 10 % of
-  those at the end of its first whole window after the first (descriptors: or within 2), as
-  :mod:`bench.soak.growth` judges them; the stores (dynalite, moto) hold the data and grow with
+  (servers, workers, replicants, replication) in the last window within 10 % of those in its
+  first whole window after the first (descriptors: or within 2), as :mod:`bench.soak.growth`
+  judges them; the stores (dynalite, moto) hold the data and grow with
   it, so they are shown, not judged;
 - 5xx other than deliberate 503s (a 503 with ``Retry-After``): 0;
 - the mirror reaches the source's final state after the load stops;
@@ -252,7 +252,7 @@ def process_table(run: Run) -> str:
             text = change.note or "-"
         else:
             since = run.label(change.base_window or 0)
-            text = f"{change.rss * 100:+.1f} % / {change.fds:+d} from {since}"
+            text = f"{change.rss * 100:+.1f} % / {change.fds:+g} from {since}"
             if change.note:
                 text += f" ({change.note})"
             if not change.judged:
@@ -341,7 +341,7 @@ def targets(run: Run) -> list[Target]:
         worst_fds = max(judged, key=lambda g: g.fds)
         growth_text = (
             f"worst RSS {worst_rss.rss * 100:+.1f} % ({worst_rss.label}), "
-            f"worst own fds {worst_fds.fds:+d} ({worst_fds.label}); {len(judged)} judged"
+            f"worst own fds {worst_fds.fds:+g} ({worst_fds.label}); {len(judged)} judged"
         )
     else:
         growth_text = "not measured (no process lived through two windows)"
@@ -396,7 +396,8 @@ def render(run: Run) -> str:
     found = targets(run)
     lines = [*run.header, "", "## Per window", "", window_table(run), ""]
     lines += [
-        "## Processes: RSS MB / own open fds at the end of each window",
+        "## Processes: RSS MB / own open fds at the end of each window; growth between the "
+        "medians of the windows",
         "",
         "(own fds: without its clients' connections; * restarted; replicas: A holds the lease, "
         "S stands by)",

@@ -233,7 +233,7 @@ class ReplicationProcess:
             *("--config", str(self._config)),
             *("--from", source, "--from-region", "a", "--to", destination, "--to-region", "b"),
             *("--poll", str(REPLICATION_POLL), "--delay", REPLICATION_DELAY),
-            *("--seed", str(seed)),
+            *("--seed", str(seed), "--resume"),
         ]
         self._starts = 0
         self.process = self._start()
@@ -268,7 +268,7 @@ class ReplicationProcess:
         return pid
 
     def restart(self) -> None:
-        """Start replicating again (a new process scans the source anew and copies it all)."""
+        """Start replicating again (``--resume``: what already arrived is not copied again)."""
         self.process = self._start()
 
     def close(self) -> None:
