@@ -24,7 +24,7 @@ from tests.e2e.failover import Ack
 
 __all__ = ["Verdict", "final_checks"]
 
-READERS = 4
+READERS = 8
 TRIES = 5
 
 

@@ -7,7 +7,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -209,13 +210,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         think=args.think,
     )
     command = "python -m bench.soak " + " ".join(argv if argv is not None else sys.argv[1:])
-    run: Callable[[Path], tuple[str, bool]] = lambda workdir: soak(  # noqa: E731
-        options, workdir, out or sys.stdout, command.strip()
-    )
-    if args.workdir is not None:
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        _, met = run(args.workdir)
-    else:
-        with tempfile.TemporaryDirectory(prefix="lakemirror-soak-") as tmp:
-            _, met = run(Path(tmp))
+    with ExitStack() as stack:
+        workdir = args.workdir
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-")))
+        workdir.mkdir(parents=True, exist_ok=True)
+        _, met = soak(options, workdir, out or sys.stdout, command.strip())
     return 0 if met else 1
