@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from mirror.gateway import xml
@@ -33,6 +33,7 @@ from mirror.gateway.context import GatewayState, S3Request
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.routing import route
 from mirror.httputil.admission import overloaded_json
+from mirror.httputil.errors import client_gone
 from mirror.httputil.metrics import HttpMetrics, MetricsMiddleware
 
 if TYPE_CHECKING:
@@ -195,6 +196,8 @@ class GatewayApp:
             if err.code is S3Code.INTERNAL_ERROR:
                 log.error("request %s (%s) failed: %s", request_id, operation, err.message)
             response = xml.error_response(err, request_id=request_id, resource=resource, head=head)
+        except ClientDisconnect:
+            response = client_gone(request.method, resource)
         except Exception:
             log.exception("request %s (%s) failed", request_id, operation)
             response = xml.error_response(

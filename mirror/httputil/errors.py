@@ -28,6 +28,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from mirror.auth.errors import (
     GroupExistsError,
@@ -246,6 +247,23 @@ async def _on_http_error(request: Request, exc: Exception, *, challenge: bool) -
     return error_response(exc.status_code, str(exc.detail), dict(exc.headers or {}))
 
 
+CLIENT_CLOSED_REQUEST = 499
+"""The status counted (metrics, access log) for a request whose client left before its answer.
+
+No client ever reads it: the connection is gone. It is nginx's "client closed request".
+"""
+
+
+def client_gone(method: str, path: str) -> Response:
+    """Note that a client hung up mid-request (no error of the server's) and return its answer."""
+    log.info("client closed the connection: %s %s", method, path)
+    return Response(status_code=CLIENT_CLOSED_REQUEST)
+
+
+async def _on_client_disconnect(request: Request, exc: Exception) -> Response:
+    return client_gone(request.method, request.url.path)
+
+
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal server error")
 
@@ -271,4 +289,5 @@ def install_error_handlers(
     app.add_exception_handler(
         StarletteHTTPException, partial(_on_http_error, challenge=basic_challenge)
     )
+    app.add_exception_handler(ClientDisconnect, _on_client_disconnect)
     app.add_exception_handler(Exception, _on_unexpected)

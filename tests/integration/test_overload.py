@@ -27,7 +27,10 @@ import boto3
 import httpx
 import pytest
 import yaml
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -373,3 +376,46 @@ def test_the_replicant_refuses_beyond_its_limits_and_answers_health_checks(
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def _answered(url: str, status: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "lakemirror_http_requests_total" and sample.labels.get("status") == status
+    )
+
+
+def _unfinished_put(url: str, key: str) -> socket.socket:
+    """Start a gateway PutObject of 100 bytes (SigV4, unsigned payload) and send 3."""
+    host, port = _address(url)
+    request = AWSRequest(
+        method="PUT",
+        url=f"{url}/{REPO}/main/{key}",
+        headers={"Content-Length": "100", "X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"},
+    )
+    SigV4Auth(Credentials(*KEY), "s3", "us-east-1").add_auth(request)
+    head = f"PUT /{REPO}/main/{key} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+    head += "".join(f"{name}: {value}\r\n" for name, value in request.headers.items())
+    sock = socket.create_connection((host, port))
+    sock.sendall(head.encode() + b"\r\nabc")
+    return sock
+
+
+@pytest.mark.parametrize("door", ["POST", "PUT"], ids=["rest", "gateway"])
+def test_a_client_that_hangs_up_mid_upload_is_no_server_error(busy: Server, door: str) -> None:
+    url = busy.url
+    errors, gone = _answered(url, "500"), _answered(url, "499")
+    tracebacks = busy.log().count("Traceback")
+    start = _unfinished_upload if door == "POST" else _unfinished_put
+    with start(url, "hung-up"):
+        wait_for(
+            lambda: _metric(url, "lakemirror_http_requests_in_flight", method=door) == 1,
+            DEADLINE,
+            "the upload served",
+        )
+    wait_for(lambda: _answered(url, "499") == gone + 1, DEADLINE, "the hang-up counted as 499")
+    assert _answered(url, "500") == errors
+    assert busy.log().count("Traceback") == tracebacks

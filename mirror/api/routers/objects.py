@@ -138,7 +138,8 @@ async def upload_object(
         if k.lower().startswith(_META) and len(k) > len(_META)
     }
     body: BinaryIO
-    if content_type and content_type.lower().startswith("multipart/form-data"):
+    spooled = not (content_type and content_type.lower().startswith("multipart/form-data"))
+    if not spooled:
         form = await request.form()
         part = form.get("content")
         if not isinstance(part, UploadFile):
@@ -147,10 +148,11 @@ async def upload_object(
         content_type = part.content_type
     else:
         body = cast(BinaryIO, SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY))
-        async for chunk in request.stream():
-            body.write(chunk)
-        body.seek(0)
     try:
+        if spooled:
+            async for chunk in request.stream():
+                body.write(chunk)
+            body.seek(0)
         stat = await run_in_threadpool(
             catalog.upload_object,
             repository,
