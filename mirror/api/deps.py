@@ -15,7 +15,7 @@ from mirror.api.hidden import HiddenBranches
 from mirror.auth.caller import Caller
 from mirror.auth.errors import AuthenticationError, SignInThrottledError
 from mirror.auth.store import AuthStore
-from mirror.auth.throttle import SignInThrottle
+from mirror.auth.throttle import Door, sign_in_attempt
 from mirror.auth.tokens import carries_token, login_user
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
@@ -32,14 +32,13 @@ __all__ = [
     "StateDep",
     "basic_credentials",
     "client_address",
+    "door",
     "get_caller",
     "get_optional_caller",
     "get_state",
     "inline_repository",
     "reads_inline",
-    "refuse_throttled",
     "run_read",
-    "throttled_failure",
 ]
 
 LOCAL_SCHEME = "local://"
@@ -187,23 +186,15 @@ def _authenticate(
         return token_caller
     if credentials is None:
         raise AuthenticationError("error authenticating request: no credentials (HTTP Basic)")
-    key_id, throttle = credentials.username, state.auth.throttle
-    client = client_address(request)
-    if throttle is not None:
-        refuse_throttled(throttle, key_id, client)
-    try:
+    key_id = credentials.username
+    with sign_in_attempt(state.auth.throttle, key_id, client_address(request), API) as attempt:
         if remembered_only:
             signed_in = state.auth.sign_in_remembered(key_id, credentials.password)
             if signed_in is None:
                 return None
         else:
             signed_in = state.auth.sign_in(key_id, credentials.password)
-    except AuthenticationError as exc:
-        if throttle is not None:
-            throttled_failure(throttle, key_id, client, "api", exc)
-        raise
-    if throttle is not None:
-        throttle.succeeded(key_id, client)
+        attempt.succeeded()
     note_user(signed_in.user.id)
     return Caller(state.auth, signed_in.user, signed_in.policies)
 
@@ -218,34 +209,24 @@ def client_address(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
 
 
-def refuse_throttled(throttle: SignInThrottle, access_key_id: str, client: str) -> None:
-    """Refuse, before any secret is checked, an attempt the throttle holds back.
+def door(name: str) -> Door[AuthenticationError]:
+    """Return how the REST API's door ``name`` answers the sign-in throttle.
 
-    Raises:
-        SignInThrottledError: 401 with ``Retry-After``.
+    A refusal is a 401 with lakeFS's text and the wait after it; a failure that starts one
+    keeps its answer and gains ``Retry-After`` (:class:`SignInThrottledError`).
     """
-    refusal = throttle.check(access_key_id, client)
-    if refusal is None:
-        return
-    whom = "this access key from this address" if refusal.scope == "key" else "this address"
-    raise SignInThrottledError(
-        f"{UNAUTHENTICATED}: too many failed sign-ins for {whom}; "
-        f"retry after {refusal.seconds} seconds",
-        refusal.seconds,
+    return Door(
+        name,
+        AuthenticationError,
+        refused=lambda refusal: SignInThrottledError(
+            f"{UNAUTHENTICATED}: {refusal.reason}", refusal.seconds
+        ),
+        delayed=lambda exc, refusal: SignInThrottledError(str(exc), refusal.seconds),
     )
 
 
-def throttled_failure(
-    throttle: SignInThrottle, access_key_id: str, client: str, door: str, exc: AuthenticationError
-) -> None:
-    """Count a failed sign-in; when it starts a refusal, raise ``exc``'s answer with its wait.
-
-    Raises:
-        SignInThrottledError: ``exc``'s message, with ``Retry-After``.
-    """
-    refusal = throttle.failed(access_key_id, client, door)
-    if refusal is not None:
-        raise SignInThrottledError(str(exc), refusal.seconds) from exc
+API = door("api")
+"""HTTP Basic on every API request."""
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -1,8 +1,9 @@
 """Failed sign-ins, counted per access key and client address, refused for a while past a limit.
 
 The front doors (the REST API's HTTP Basic, ``POST /auth/login``, the S3 gateway's signatures)
-ask :meth:`SignInThrottle.check` before they look at a secret, and report each outcome with
-:meth:`~SignInThrottle.failed` or :meth:`~SignInThrottle.succeeded`. Failures are counted for
+go through :func:`sign_in_attempt`: it asks :meth:`SignInThrottle.check` before the secret is
+looked at and reports a failure with :meth:`~SignInThrottle.failed`; the door reports a success
+(:meth:`SignInAttempt.succeeded`). Failures are counted for
 the pair (access key ID, client address) and for the client address alone, never for the key
 alone: someone failing with a key from one address never locks the key out for another address.
 
@@ -28,13 +29,21 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from mirror.logging import get_logger
 
-__all__ = ["Refusal", "SignInThrottle", "ThrottleRules"]
+__all__ = [
+    "Door",
+    "Refusal",
+    "SignInAttempt",
+    "SignInThrottle",
+    "ThrottleRules",
+    "sign_in_attempt",
+]
 
 Scope = Literal["key", "address"]
 
@@ -77,6 +86,12 @@ class Refusal:
     def seconds(self) -> int:
         """Return ``retry_after`` in whole seconds, rounded up (a ``Retry-After`` value)."""
         return max(1, math.ceil(self.retry_after))
+
+    @property
+    def reason(self) -> str:
+        """Return why an attempt is refused, for the door's answer (after its own text)."""
+        whom = "this access key from this address" if self.scope == "key" else "this address"
+        return f"too many failed sign-ins for {whom}; retry after {self.seconds} seconds"
 
 
 class _Count:
@@ -185,3 +200,73 @@ class SignInThrottle:
             self._trusted.move_to_end(key)
             while len(self._trusted) > self.rules.max_entries:
                 self._trusted.popitem(last=False)
+
+
+E = TypeVar("E", bound=Exception)
+
+
+@dataclass(frozen=True)
+class Door(Generic[E]):
+    """How one front door answers what the throttle decides.
+
+    Attributes:
+        name: The door, in the warning a refusal logs (``api``, ``login``, ``gateway``).
+        failure: The error of a failed sign-in at this door.
+        refused: The error refusing an attempt before its secret is checked.
+        delayed: The error answering a failure that starts a refusal (the failure's own answer
+            with the wait); it may be the failure itself, changed.
+        guessed: Whether a failure is a wrong guess of a key or its secret (a malformed or
+            expired request guesses nothing and is not counted).
+    """
+
+    name: str
+    failure: type[E]
+    refused: Callable[[Refusal], Exception]
+    delayed: Callable[[E, Refusal], Exception]
+    guessed: Callable[[E], bool] = lambda _: True
+
+
+class SignInAttempt:
+    """One sign-in under way (:func:`sign_in_attempt`)."""
+
+    def __init__(self, throttle: SignInThrottle | None, access_key_id: str, client: str) -> None:
+        self._throttle = throttle
+        self._pair = (access_key_id, client)
+
+    def succeeded(self) -> None:
+        """Report that the secret was right (clears the pair's failures)."""
+        if self._throttle is not None:
+            self._throttle.succeeded(*self._pair)
+
+
+@contextmanager
+def sign_in_attempt(
+    throttle: SignInThrottle | None, access_key_id: str, client: str, door: Door[E]
+) -> Iterator[SignInAttempt]:
+    """Check a sign-in of ``access_key_id`` from ``client`` against ``throttle`` around its work.
+
+    Before the block runs, an attempt the throttle holds back raises ``door.refused``. A
+    ``door.failure`` the block raises is counted (when ``door.guessed``), and answered as
+    ``door.delayed`` when it starts a refusal. The block reports a success itself, with
+    :meth:`SignInAttempt.succeeded`: not every block that ends without an error verified a secret.
+    With no throttle (``None``), nothing is checked or counted.
+    """
+    attempt = SignInAttempt(throttle, access_key_id, client)
+    if throttle is None:
+        yield attempt
+        return
+    refusal = throttle.check(access_key_id, client)
+    if refusal is not None:
+        raise door.refused(refusal)
+    try:
+        yield attempt
+    except door.failure as exc:
+        if not door.guessed(exc):
+            raise
+        refusal = throttle.failed(access_key_id, client, door.name)
+        if refusal is None:
+            raise
+        answer = door.delayed(exc, refusal)
+        if answer is exc:
+            raise
+        raise answer from exc

@@ -38,6 +38,7 @@ from mirror.auth.errors import (
     SecretNotStoredError,
 )
 from mirror.auth.model import User
+from mirror.auth.throttle import Door, Refusal, sign_in_attempt
 from mirror.auth.tokens import LOGIN_COOKIE, session_user
 from mirror.gateway.errors import S3Code, S3Error
 from mirror.gateway.sig.canonical import WireRequest
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 
     from mirror.auth.credentials import SigningKey
     from mirror.auth.store import AuthStore
-    from mirror.auth.throttle import SignInThrottle
     from mirror.auth.tokens import LoginTokens
     from mirror.config import GatewaySettings
 
@@ -131,22 +131,23 @@ def _key_for(auth: AuthStore, access_key_id: str) -> SigningKey:
 _GUESSES = frozenset({S3Code.INVALID_ACCESS_KEY_ID, S3Code.SIGNATURE_DOES_NOT_MATCH})
 
 
-def _refuse_throttled(throttle: SignInThrottle, access_key_id: str, client: str) -> None:
-    """Refuse, before the signature is checked, an attempt the throttle holds back.
+def _delayed(err: S3Error, refusal: Refusal) -> S3Error:
+    err.headers["Retry-After"] = str(refusal.seconds)
+    return err
 
-    Raises:
-        S3Error: AccessDenied with ``Retry-After``.
-    """
-    refusal = throttle.check(access_key_id, client)
-    if refusal is None:
-        return
-    whom = "this access key from this address" if refusal.scope == "key" else "this address"
-    raise S3Error(
+
+_GATEWAY = Door(
+    "gateway",
+    S3Error,
+    refused=lambda refusal: S3Error(
         S3Code.ACCESS_DENIED,
-        f"{S3Code.ACCESS_DENIED.description}: too many failed sign-ins for {whom}; "
-        f"retry after {refusal.seconds} seconds",
+        f"{S3Code.ACCESS_DENIED.description}: {refusal.reason}",
         headers={"Retry-After": str(refusal.seconds)},
-    )
+    ),
+    delayed=_delayed,
+    guessed=lambda err: err.code in _GUESSES,
+)
+"""AccessDenied with ``Retry-After`` for a refused attempt; a refusal's start adds the wait."""
 
 
 def _length(value: str | None, name: str) -> int | None:
@@ -219,29 +220,20 @@ async def authenticate(
         note_user(caller.id)
         stated = _length(wire.header("content-length"), "content-length")
         return Authenticated(caller, access_key_id, request.stream(), stated, by_session=True)
-    throttle, client = auth.throttle, request.client.host if request.client else "unknown"
-    if throttle is not None:
-        _refuse_throttled(throttle, access_key_id, client)
-    if v4 is not None:
-        check_time(v4, now())
-    else:
-        assert v2 is not None
-        check_time_v2(wire, v2, now())
-    try:
+    client = request.client.host if request.client else "unknown"
+    with sign_in_attempt(auth.throttle, access_key_id, client, _GATEWAY) as attempt:
+        if v4 is not None:
+            check_time(v4, now())
+        else:
+            assert v2 is not None
+            check_time_v2(wire, v2, now())
         key = await anyio.to_thread.run_sync(_key_for, auth, access_key_id)
         if v4 is not None:
             verified = verify_v4(wire, v4, key.secret)
         else:
             assert v2 is not None
             verify_v2(wire, v2, key.secret, bucket=_host_bucket(wire, settings))
-    except S3Error as err:
-        if throttle is not None and err.code in _GUESSES:
-            refusal = throttle.failed(access_key_id, client, "gateway")
-            if refusal is not None:
-                err.headers["Retry-After"] = str(refusal.seconds)
-        raise
-    if throttle is not None:
-        throttle.succeeded(access_key_id, client)
+        attempt.succeeded()
     body: AsyncIterator[bytes] = request.stream()
     if v4 is not None:
         if v4.payload_hash in STREAMING_PAYLOADS:

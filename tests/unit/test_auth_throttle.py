@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from mirror.auth.throttle import Refusal, SignInThrottle, ThrottleRules
+from mirror.auth.throttle import Door, Refusal, SignInThrottle, ThrottleRules, sign_in_attempt
 
 RULES = ThrottleRules(threshold=3, address_threshold=5, window=100.0, max_delay=8.0)
 KEY, OTHER = "AKIAVICTIM", "AKIAOTHER"
@@ -110,3 +110,73 @@ def test_the_log_names_the_key_the_client_and_the_door_only(throttle: SignInThro
         "failures": 3,
         "retry_after": 1.0,
     }
+
+
+class Wrong(Exception):
+    """A failed sign-in at the test's door."""
+
+
+class Refused(Exception):
+    """The test's door refusing an attempt."""
+
+
+class Malformed(Wrong):
+    """A failure that guesses nothing."""
+
+
+DOOR: Door[Wrong] = Door(
+    "test",
+    Wrong,
+    refused=lambda refusal: Refused(refusal.reason),
+    delayed=lambda exc, refusal: Refused(f"{exc}; {refusal.seconds}"),
+    guessed=lambda exc: not isinstance(exc, Malformed),
+)
+
+
+def attempt(throttle: SignInThrottle, error: Exception | None, *, succeed: bool = False) -> None:
+    with sign_in_attempt(throttle, KEY, HERE, DOOR) as signing_in:
+        if error is not None:
+            raise error
+        if succeed:
+            signing_in.succeeded()
+
+
+def test_an_attempt_counts_guesses_answers_the_refusal_it_starts_and_refuses_the_next(
+    throttle: SignInThrottle,
+) -> None:
+    for _ in range(RULES.threshold - 1):
+        with pytest.raises(Wrong):
+            attempt(throttle, Wrong("wrong secret"))
+    for _ in range(3):
+        with pytest.raises(Malformed):  # not a guess: not counted
+            attempt(throttle, Malformed("no date"))
+    with pytest.raises(Refused, match=r"^wrong secret; 1$"):
+        attempt(throttle, Wrong("wrong secret"))
+    ran = []
+    with pytest.raises(Refused, match="too many failed sign-ins for this access key from"):
+        with sign_in_attempt(throttle, KEY, HERE, DOOR):
+            ran.append(True)
+    assert ran == []  # refused before the secret is looked at
+
+
+def test_only_a_reported_success_clears_the_pair(throttle: SignInThrottle, clock: Clock) -> None:
+    for _ in range(RULES.threshold - 1):
+        with pytest.raises(Wrong):
+            attempt(throttle, Wrong("wrong secret"))
+    attempt(throttle, None)  # the block ended without verifying a secret
+    with pytest.raises(Refused):
+        attempt(throttle, Wrong("wrong secret"))
+    throttle2 = SignInThrottle(RULES, clock=clock)
+    for _ in range(RULES.threshold - 1):
+        with pytest.raises(Wrong):
+            attempt(throttle2, Wrong("wrong secret"))
+    attempt(throttle2, None, succeed=True)
+    with pytest.raises(Wrong):
+        attempt(throttle2, Wrong("wrong secret"))
+
+
+def test_no_throttle_checks_and_counts_nothing() -> None:
+    for _ in range(RULES.threshold * 3):
+        with pytest.raises(Wrong), sign_in_attempt(None, KEY, HERE, DOOR) as signing_in:
+            signing_in.succeeded()
+            raise Wrong("wrong secret")

@@ -20,15 +20,19 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel
 
-from mirror.api.deps import StateDep, client_address, refuse_throttled, throttled_failure
+from mirror.api.deps import StateDep, client_address, door
 from mirror.api.routing import LakeFSRoute
-from mirror.auth.errors import AuthenticationError
+from mirror.auth.throttle import sign_in_attempt
 from mirror.auth.tokens import LOGIN_COOKIE, LoginTokens
 from mirror.httputil.request_log import note_user
 
 __all__ = ["AuthenticationToken", "LoginInformation", "logout_router", "router", "tokens_of"]
 
 router = APIRouter(route_class=LakeFSRoute, tags=["auth"])
+
+_LOGIN = door("login")
+"""``POST /auth/login``'s answers to the sign-in throttle."""
+
 logout_router = APIRouter(tags=["auth"])
 """Routes mounted at the server's root, outside ``/api/v1``."""
 
@@ -79,18 +83,10 @@ def login(
     Raises:
         AuthenticationError: 401, unknown key or wrong secret, or too many failures.
     """
-    key_id, throttle = body.access_key_id, state.auth.throttle
-    client = client_address(request)
-    if throttle is not None:
-        refuse_throttled(throttle, key_id, client)
-    try:
+    key_id, client = body.access_key_id, client_address(request)
+    with sign_in_attempt(state.auth.throttle, key_id, client, _LOGIN) as attempt:
         user = state.auth.authenticate(key_id, body.secret_access_key)
-    except AuthenticationError as exc:
-        if throttle is not None:
-            throttled_failure(throttle, key_id, client, "login", exc)
-        raise
-    if throttle is not None:
-        throttle.succeeded(key_id, client)
+        attempt.succeeded()
     note_user(user.id)
     issued = tokens_of(request).issue(user.id)
     response.set_cookie(
