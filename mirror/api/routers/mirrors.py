@@ -23,9 +23,8 @@ from mirror.api.models import (
     Ref,
     Repository,
 )
-from mirror.api.routers.repositories import audited_repository, check_namespace
+from mirror.api.routers.repositories import create_audited
 from mirror.api.routing import LakeFSRoute
-from mirror.audit import kinds
 from mirror.auth.permissions import Action, Permission, repository_arn
 from mirror.core.catalog import Catalog
 from mirror.core.errors import TagExistsError
@@ -66,29 +65,16 @@ def create_mirror_repository(
     .../mirror/branches/{branch}`` with ``expected: null``) at a validated source commit.
     """
     caller.require(Permission(Action.MIRROR_REPOSITORY, repository_arn(body.name)))
-    asked = {
-        "storage_namespace": body.storage_namespace,
-        "default_branch": body.default_branch or "main",
-        "read_only": True,
-        "mirror_of": body.mirror_of,
-    }
-    with audit.change(
-        kinds.REPOSITORY_CREATE,
-        target={"repository": body.name},
-        after=asked,
-        details={"bare": True},
-        status=201,
-    ) as change:
-        check_namespace(state, body.storage_namespace)
-        repo = state.catalog.create_repository(
-            body.name,
-            body.storage_namespace,
-            body.default_branch or "main",
-            read_only=True,
-            mirror_of=body.mirror_of,
-            bare=True,
-        )
-        change.after = audited_repository(repo)
+    repo = create_audited(
+        state,
+        audit,
+        body.name,
+        body.storage_namespace,
+        body.default_branch or "main",
+        read_only=True,
+        bare=True,
+        mirror_of=body.mirror_of,
+    )
     return repository_model(repo)
 
 

@@ -17,7 +17,7 @@ from mirror.api.deps import ApiState, CallerDep, StateDep
 from mirror.api.models import Repository, RepositoryCreation, RepositoryList
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
-from mirror.audit import kinds
+from mirror.audit import AuditRecorder, kinds
 from mirror.auth.permissions import (
     ALL_RESOURCES,
     Action,
@@ -77,6 +77,52 @@ def audited_repository(repo: CoreRepository) -> dict[str, object]:
     }
 
 
+def create_audited(
+    state: ApiState,
+    audit: AuditRecorder,
+    name: str,
+    storage_namespace: str,
+    default_branch: str,
+    *,
+    read_only: bool,
+    bare: bool,
+    mirror_of: str | None = None,
+    storage_id: str | None = None,
+) -> CoreRepository:
+    """Create a repository (as ``catalog.create_repository``) and record its audit event.
+
+    The event holds what was asked, then what was made; a refused creation (an unknown
+    ``storage_id``, a namespace :func:`check_namespace` refuses, a name taken) is recorded too.
+    """
+    asked: dict[str, object] = {
+        "storage_namespace": storage_namespace,
+        "default_branch": default_branch,
+        "read_only": read_only,
+    }
+    if mirror_of is not None:
+        asked["mirror_of"] = mirror_of
+    with audit.change(
+        kinds.REPOSITORY_CREATE,
+        target={"repository": name},
+        after=asked,
+        details={"bare": bare},
+        status=201,
+    ) as change:
+        if storage_id:
+            raise InvalidValueError(f'unknown storage_id {storage_id!r}: use ""')
+        check_namespace(state, storage_namespace)
+        repo = state.catalog.create_repository(
+            name,
+            storage_namespace,
+            default_branch,
+            read_only=read_only,
+            mirror_of=mirror_of,
+            bare=bare,
+        )
+        change.after = audited_repository(repo)
+    return repo
+
+
 @router.post("/repositories", status_code=201, response_model=Repository)
 def create_repository(
     body: RepositoryCreation,
@@ -90,29 +136,16 @@ def create_repository(
         Permission(Action.CREATE_REPOSITORY, repository_arn(body.name)),
         Permission(Action.ATTACH_STORAGE_NAMESPACE, namespace_arn(body.storage_namespace)),
     )
-    asked = {
-        "storage_namespace": body.storage_namespace,
-        "default_branch": body.default_branch or "main",
-        "read_only": body.read_only,
-    }
-    with audit.change(
-        kinds.REPOSITORY_CREATE,
-        target={"repository": body.name},
-        after=asked,
-        details={"bare": bare},
-        status=201,
-    ) as change:
-        if body.storage_id:
-            raise InvalidValueError(f'unknown storage_id {body.storage_id!r}: use ""')
-        check_namespace(state, body.storage_namespace)
-        repo = state.catalog.create_repository(
-            body.name,
-            body.storage_namespace,
-            body.default_branch or "main",
-            read_only=body.read_only,
-            bare=bare,
-        )
-        change.after = audited_repository(repo)
+    repo = create_audited(
+        state,
+        audit,
+        body.name,
+        body.storage_namespace,
+        body.default_branch or "main",
+        read_only=body.read_only,
+        bare=bare,
+        storage_id=body.storage_id,
+    )
     return repository_model(repo)
 
 
