@@ -15,8 +15,8 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
-    """Answer while the process serves requests."""
+async def healthz() -> dict[str, str]:
+    """Answer while the process serves requests (on the event loop: no thread hop per probe)."""
     return {"status": "ok"}
 
 

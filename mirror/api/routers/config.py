@@ -118,8 +118,8 @@ def get_storage_config(state: StateDep, caller: CallerDep) -> StorageConfig:
 
 
 @router.get("/healthcheck", status_code=204, response_class=Response)
-def health_check() -> Response:
-    """Answer 204 while the server runs (no authentication)."""
+async def health_check() -> Response:
+    """Answer 204 while the server runs (no authentication; on the event loop)."""
     return Response(status_code=204)
 
 
