@@ -6,7 +6,9 @@ run, (a) parses it N times with botocore's rest-xml parser and with
 :class:`~mirror.block.s3_listing.FastListingParser` (both with the fast timestamp parser), and
 (b) calls ``list_objects_v2`` N times through a plain boto3 client and through
 :func:`~mirror.block.s3.make_s3_client`, the answer served by botocore's ``before-send`` hook
-(signing, retries' bookkeeping, url-decoding handler included; no network). It prints CPU
+(signing, retries' bookkeeping, url-decoding handler included; no network) and through a
+client reading key lists (:func:`~mirror.block.s3_listing.key_list`, as the validator's
+asynchronous client does). It prints CPU
 microseconds per listed key (``time.process_time``) and the 1-minute load average.
 """
 
@@ -30,7 +32,7 @@ from mirror.block.s3 import (
     parse_timestamp,
     use_fast_timestamps,
 )
-from mirror.block.s3_listing import FastListingParser
+from mirror.block.s3_listing import FastListingParser, parse_listings_once, use_fast_listing
 
 HEADERS = {"x-amz-request-id": "R", "x-amz-id-2": "H", "content-type": "application/xml"}
 
@@ -108,16 +110,29 @@ def main(argv: list[str] | None = None) -> None:
         botocore_session=use_fast_timestamps(botocore.session.get_session()),
     ).client("s3", endpoint_url=settings.endpoint_url, config=client_config(settings))
     ours = make_s3_client(settings)
-    for client in (plain, ours):
+    keys_only = boto3.session.Session(
+        aws_access_key_id="AKIAEXAMPLE",
+        aws_secret_access_key="bench",
+        region_name="us-east-1",
+        botocore_session=use_fast_listing(use_fast_timestamps(botocore.session.get_session())),
+    ).client("s3", endpoint_url=settings.endpoint_url, config=client_config(settings))
+    parse_listings_once(keys_only.meta.events, keys_only=True)
+    for client in (plain, ours, keys_only):
         _serve(client, body)
     page = {"Bucket": "bucket", "Prefix": "data/"}
     assert plain.list_objects_v2(**page)["Contents"] == ours.list_objects_v2(**page)["Contents"]
+    assert [
+        (o["Key"], o["Size"], o["ETag"]) for o in plain.list_objects_v2(**page)["Contents"]
+    ] == [(o["Key"], o["Size"], o["ETag"]) for o in keys_only.list_objects_v2(**page)["Contents"]]
 
     cases: dict[str, Callable[[], Any]] = {
         "parse only, botocore": lambda: stock.parse(response(), shape),
         "parse only, dedicated walker": lambda: fast.parse(response(), shape),
         "list_objects_v2 call, plain boto3 client": lambda: plain.list_objects_v2(**page),
         "list_objects_v2 call, make_s3_client": lambda: ours.list_objects_v2(**page),
+        "list_objects_v2 call, key lists (the validator's client)": lambda: (
+            keys_only.list_objects_v2(**page)
+        ),
     }
     totals = dict.fromkeys(cases, 0.0)
     rounds = 4

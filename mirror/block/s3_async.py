@@ -55,7 +55,11 @@ class AsyncFastListingParserFactory(AioResponseParserFactory):
 
 @asynccontextmanager
 async def async_s3_client(settings: S3Settings | None = None) -> AsyncIterator[AsyncS3Client]:
-    """Open an aioboto3 S3 client configured by ``settings``; close it on exit."""
+    """Open an aioboto3 S3 client configured by ``settings``; close it on exit.
+
+    Its listings hold each object's key, size and ETag only
+    (:mod:`mirror.block.s3_listing`'s key lists): what :class:`AsyncS3BlockStore` reads.
+    """
     settings = settings or S3Settings()
     session = aioboto3.Session(
         **session_options(settings),
@@ -65,7 +69,8 @@ async def async_s3_client(settings: S3Settings | None = None) -> AsyncIterator[A
     )
     config = client_config(settings)
     async with session.client("s3", endpoint_url=settings.endpoint_url, config=config) as client:
-        parse_listings_once(client.meta.events)
+        # the store lists keys, sizes and ETags only (AsyncS3BlockStore.list)
+        parse_listings_once(client.meta.events, keys_only=True)
         yield client
 
 

@@ -14,12 +14,23 @@ element repeated where the model expects one, a conversion failing) falls back t
 walker for the whole body, which then answers or raises as it always did.
 
 The parser is installed per botocore session (:func:`use_fast_listing`), never globally.
+
+A client that needs only each listed object's key, size and ETag (the validator's) can ask for
+**key lists** (``parse_listings_once(events, keys_only=True)``): the ``<Contents>`` elements of
+a body are then read by one regular expression, without building their XML tree (the tree is
+built for the rest of the body, which keeps botocore's checks: a truncated body or an
+``<Error>`` inside a 200 is retried as a 500). Each entry of ``Contents`` holds ``Key``,
+``Size`` and ``ETag`` only. A body the expression does not read in full (another order of
+elements, whitespace it does not expect, CDATA, entities other than XML's own, carriage
+returns) is parsed as before, entirely.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from xml.etree.ElementTree import Element, ParseError, TreeBuilder, XMLParser
 
@@ -34,6 +45,7 @@ __all__ = [
     "ListingWalker",
     "check_200_error_once",
     "compile_walker",
+    "key_list",
     "parse_listings_once",
     "use_fast_listing",
 ]
@@ -206,15 +218,81 @@ def compile_walker(shape: Shape | None) -> ListingWalker | None:
     return _WALKERS[shape.name]
 
 
+# The rest of a <Contents> element after what is read: anything but its end tag, without
+# backtracking (each "<" is taken by one branch only).
+_TO_END = rb"[^<]*(?:<(?!/Contents>)[^<]*)*</Contents>"
+# One listed object as S3 writes it: Key, LastModified, ETag, checksums, Size, then anything.
+_CONTENTS = re.compile(
+    rb"<Contents>\s*<Key>([^<]*)</Key>\s*(?:<LastModified>[^<]*</LastModified>\s*)?"
+    rb"<ETag>([^<]*)</ETag>\s*(?:<Checksum\w*>[^<]*</Checksum\w*>\s*)*"
+    rb"<Size>([0-9]{1,19})</Size>" + _TO_END
+)
+# A run of <Contents> elements, whatever they hold.
+_ANY_CONTENTS = re.compile(rb"(?:<Contents>" + _TO_END + rb"\s*)+")
+_ENTITY = re.compile(r"&(?:(lt|gt|amp|quot|apos)|#([0-9]{1,7})|#x([0-9a-fA-F]{1,6}));")
+_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+
+
+def _entity(match: re.Match[str]) -> str:
+    name, decimal, hexadecimal = match.groups()
+    if name:
+        return _NAMED[name]
+    return chr(int(decimal) if decimal else int(hexadecimal, 16))
+
+
+def _text(raw: bytes) -> str:
+    """Return an element's text as the XML parser would (entities replaced)."""
+    text = raw.decode("utf-8")
+    if "&" not in text:
+        return text
+    if text[0] == "&" and text[1:6] == "quot;" and text.count("&") == 2 and text[-6:] == "&quot;":
+        return f'"{text[6:-6]}"'  # an ETag
+    if len(_ENTITY.findall(text)) != text.count("&"):
+        raise _Unsupported("an entity XML does not define")
+    return _ENTITY.sub(_entity, text)
+
+
+def key_list(body: bytes) -> tuple[list[dict[str, Any]], bytes] | None:
+    """Read the ``<Contents>`` of a ``ListObjectsV2`` body without building their XML tree.
+
+    Returns:
+        The entries (``Key``, ``Size``, ``ETag``, in the body's order) and the body without
+        them, or ``None`` when the body holds anything the expression does not read exactly.
+    """
+    if b"<![CDATA[" in body or b"\r" in body or not body.startswith((b"<?xml", b"<List")):
+        return None
+    if body.startswith(b"<?xml") and b"encoding" in body[: body.find(b"?>")]:
+        prolog = body[: body.find(b"?>")].lower()
+        if b'encoding="utf-8"' not in prolog and b"encoding='utf-8'" not in prolog:
+            return None
+    found = _CONTENTS.findall(body)
+    if len(found) != body.count(b"<Contents>"):
+        return None
+    try:
+        contents = [
+            {"Key": _text(key), "Size": int(size), "ETag": _text(etag)} for key, etag, size in found
+        ]
+    except (_Unsupported, UnicodeDecodeError, ValueError):
+        return None
+    rest = _ANY_CONTENTS.sub(b"", body) if found else body
+    return contents, rest
+
+
 # botocore's own check, a private name the stubs do not list; installed on the session by botocore.
 _handle_200_error: Callable[..., None] = botocore_handlers._handle_200_error  # type: ignore[attr-defined]
 
 _ROOT = "lakemirror_listing_root"
 """Key of the response dictionary holding the body's tree parsed by :func:`check_200_error_once`."""
 
+_KEYS = "lakemirror_listing_keys"
+"""Key of the response dictionary holding the entries :func:`key_list` read."""
+
 
 def check_200_error_once(
-    operation_model: OperationModel, response_dict: dict[str, Any], **kwargs: Any
+    operation_model: OperationModel,
+    response_dict: dict[str, Any],
+    keys_only: bool = False,
+    **kwargs: Any,
 ) -> None:
     """Check S3's 200 answers for errors as botocore does, keeping a listing's parsed tree.
 
@@ -223,6 +301,9 @@ def check_200_error_once(
     it again. For :data:`LISTED_SHAPES` this does the same check with the same XML parser and
     hands the tree to :class:`FastListingMixin`, which then skips its own parse: ~4 µs of CPU
     less per listed key. Every other answer goes to botocore's handler unchanged.
+
+    With ``keys_only``, the ``<Contents>`` are read by :func:`key_list` where it can and the
+    tree is built of the rest of the body only.
     """
     shape = operation_model.output_shape
     body = response_dict.get("body") if response_dict else None
@@ -236,6 +317,9 @@ def check_200_error_once(
     ):
         _handle_200_error(operation_model, response_dict, **kwargs)
         return
+    listed = key_list(body) if keys_only else None
+    if listed is not None:
+        body = listed[1]
     try:
         # the configured S3 endpoint's answer; expat expands no external entity and caps
         # entity amplification
@@ -249,16 +333,21 @@ def check_200_error_once(
         response_dict["status_code"] = 500
         return
     response_dict[_ROOT] = root
+    if listed is not None:
+        response_dict[_KEYS] = listed[0]
 
 
-def parse_listings_once(events: Any) -> None:
+def parse_listings_once(events: Any, *, keys_only: bool = False) -> None:
     """Replace botocore's 200-error check by :func:`check_200_error_once` on one client.
 
     Args:
         events: The client's event emitter (``client.meta.events``): only that client changes.
+        keys_only: The client's listings hold each object's key, size and ETag only (the
+            module's "key lists").
     """
     events.unregister("before-parse.s3.*", _handle_200_error)
-    events.register_first("before-parse.s3.*", check_200_error_once)
+    check = partial(check_200_error_once, keys_only=True) if keys_only else check_200_error_once
+    events.register_first("before-parse.s3.*", check)
 
 
 class FastListingMixin:
@@ -279,9 +368,15 @@ class FastListingMixin:
         if walker is not None:
             parser: Any = self
             root = response.pop(_ROOT, None)
+            listed = response.pop(_KEYS, None)
             if root is None:
                 root = parser._initial_body_parse(response["body"])
             parsed = walker.walk(root, parser._timestamp_parser)
+            if parsed is not None and listed is not None:
+                if "Contents" in parsed:
+                    parsed = None  # a <Contents> the expression did not remove: cannot be
+                elif listed:
+                    parsed["Contents"] = listed
             if parsed is not None:
                 final_parsed.update(parsed)
                 return

@@ -27,6 +27,9 @@ from mirror.block.s3_listing import (
     FastListingParserFactory,
     check_200_error_once,
     compile_walker,
+    key_list,
+    parse_listings_once,
+    use_fast_listing,
 )
 
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -364,3 +367,133 @@ def test_checked_tree_is_handed_to_the_parser() -> None:
     other = _response(b"<Error><Code>X</Code></Error>")
     check_200_error_once(model.operation_model("GetBucketTagging"), other)
     assert other["status_code"] == 500 and "lakemirror_listing_root" not in other
+
+
+FAST_PATH = {
+    "tricky keys, owner and storage class",
+    "no owner, no storage class, no namespace",
+    "url-encoded answer",
+    "delimiter and common prefixes",
+    "empty page",
+    "truncated with token",
+}
+
+
+def _keys_only(parsed: dict[str, Any]) -> dict[str, Any]:
+    projected = dict(parsed)
+    if "Contents" in parsed:
+        projected["Contents"] = [
+            {name: o[name] for name in ("Key", "Size", "ETag") if name in o}
+            for o in parsed["Contents"]
+        ]
+    return projected
+
+
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_key_lists_equal_botocore_for_keys_sizes_and_etags(name: str) -> None:
+    """Read by the expression or, where it cannot vouch, by the walker: botocore's values."""
+    shape = _shape()
+    body = BODIES[name]
+    assert (key_list(body) is not None) == (name in FAST_PATH)
+    expected = RestXMLParser(timestamp_parser=parse_timestamp).parse(_response(body), shape)
+    operation = (
+        botocore.session.get_session().get_service_model("s3").operation_model("ListObjectsV2")
+    )
+    response = _response(body)
+    check_200_error_once(operation, response, keys_only=True)
+    if response["status_code"] != 200:
+        assert name == "empty body"
+        return
+    parsed = FastListingParser(timestamp_parser=parse_timestamp).parse(response, shape)
+    assert _keys_only(parsed) == _keys_only(expected)
+    if name in FAST_PATH and expected.get("Contents"):
+        assert set(parsed["Contents"][0]) == {"Key", "Size", "ETag"}
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        # Size before ETag, whitespace inside, an unknown entity, a non-UTF-8 prolog, a key that
+        # is no text, a size past 19 digits
+        "<Contents><Key>a</Key><Size>1</Size><ETag>e</ETag></Contents>",
+        "<Contents>\n <Key>a</Key>\n <ETag>e</ETag>\n <Size>1</Size>\n</Contents>",
+        "<Contents><Key>a&nbsp;</Key><ETag>e</ETag><Size>1</Size></Contents>",
+        "<Contents><Key>a&#1114112;</Key><ETag>e</ETag><Size>1</Size></Contents>",
+        "<Contents><Key>a</Key><ETag>e</ETag><Size>12345678901234567890</Size></Contents>",
+    ],
+)
+def test_what_the_expression_does_not_read_exactly_goes_to_the_walker(contents: str) -> None:
+    body = _body([contents])
+    listed = key_list(body)
+    if listed is None:
+        return
+    # whitespace the expression allows: it must read what the XML parser reads
+    expected = RestXMLParser(timestamp_parser=parse_timestamp).parse(_response(body), _shape())
+    assert _keys_only({"Contents": listed[0]})["Contents"] == _keys_only(expected)["Contents"]
+
+
+def test_key_lists_keep_botocore_checks_on_the_rest_of_the_body() -> None:
+    operation = (
+        botocore.session.get_session().get_service_model("s3").operation_model("ListObjectsV2")
+    )
+    body = BODIES["truncated with token"]
+    for cut in (body[:-30], body[: len(body) // 2], body[: body.rfind(b"</Contents>")]):
+        response = _response(cut)
+        check_200_error_once(operation, response, keys_only=True)
+        assert response["status_code"] == 500
+    error = _response(b"<Error><Code>InternalError</Code><Message>x</Message></Error>")
+    check_200_error_once(operation, error, keys_only=True)
+    assert error["status_code"] == 500
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_key_lists_of_random_keys_equal_botocore(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    alphabet = "ab/_-. &<>\"'%+~*日🙂\t"
+    keys = sorted(
+        {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(50)}
+    )
+    encode = rng.random() < 0.5
+    body = _body(
+        [
+            _obj(_quote(k) if encode else k, i, owner=False, storage=True)
+            for i, k in enumerate(keys)
+        ],
+        encoding="url" if encode else None,
+    )
+    listed = key_list(body)
+    assert listed is not None
+    expected = RestXMLParser(timestamp_parser=parse_timestamp).parse(_response(body), _shape())
+    assert _keys_only({"Contents": listed[0]})["Contents"] == _keys_only(expected)["Contents"]
+
+
+@pytest.mark.parametrize("name", sorted(FAST_PATH))
+def test_a_key_listing_client_equals_plain_boto3_on_keys_sizes_and_etags(name: str) -> None:
+    """Signing, retries and the url-decoding handler run as for any client."""
+    plain, _ = _client_pair()
+    settings = S3Settings(
+        endpoint_url="http://127.0.0.1:9",
+        region="us-east-1",
+        access_key_id="AKIAEXAMPLE",
+        secret_access_key="secret",
+        max_attempts=2,
+    )
+    session = boto3.session.Session(
+        aws_access_key_id="AKIAEXAMPLE",
+        aws_secret_access_key="secret",
+        region_name="us-east-1",
+        botocore_session=use_fast_listing(use_fast_timestamps(botocore.session.get_session())),
+    )
+    ours = session.client("s3", endpoint_url=settings.endpoint_url, config=client_config(settings))
+    parse_listings_once(ours.meta.events, keys_only=True)
+    results = []
+    for client in (plain, ours):
+        urls: list[str] = []
+        cut = BODIES[name][:-20]  # the first answer is cut by the network: retried
+        _canned(client, [(200, cut), (200, BODIES[name])], urls)
+        result = client.list_objects_v2(Bucket="bucket", Prefix="p")
+        result["ResponseMetadata"].pop("HTTPHeaders", None)
+        results.append((_keys_only(result), urls))
+    assert results[0] == results[1]
