@@ -20,7 +20,10 @@ a deadline until it shows the source head. It reports the time from the creation
 head, the destination S3 server's requests by operation (and the seconds it spent answering
 them), the replicant's ``lakemirror_validation_requests_total`` by op, the replicant's CPU time
 and peak RSS (``VmHWM``), and those of its child processes (the Spark JVM) when the bulk
-validator runs. The Spark run sets ``replicant.bulk_threshold`` just below N.
+validator runs; then, for 10 s with the mirror in sync, the replicant's CPU per second (its
+polling of the source and the mirror, which goes on during a first sync too: the part of the
+first sync's CPU that grows with its duration rather than its work). The Spark run sets
+``replicant.bulk_threshold`` just below N.
 
 Then, against the destination S3 server alone, it times a burst of ``ListObjectsV2`` pages (with
 the listing index and, a few pages, with moto's own listing) and of ``GetObject`` of range files:
@@ -62,6 +65,8 @@ __all__ = ["DEFAULT_OBJECTS", "QUICK_OBJECTS", "Lake", "SyncRun", "main", "run_b
 
 DEFAULT_OBJECTS = 1_000_000
 QUICK_OBJECTS = 100_000
+IN_SYNC_WINDOW = 10.0
+"""Seconds over which the replicant's CPU rate is read once the mirror is in sync."""
 ACCESS_KEY = "AKIABENCHS3000000000"
 SECRET_KEY = "bench-s3-secret"
 SOURCE_BUCKET = "source-region"
@@ -296,6 +301,7 @@ class SyncRun:
     children_rss_mb: float
     s3_server_cpu_s: float
     head: str
+    in_sync_cpu_per_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -412,18 +418,25 @@ def sync_once(
 
                 commit = _poll(head, deadline, "the mirror's first head")
                 seconds = time.perf_counter() - started
+            replicant_cpu = _cpu_seconds(process.pid) - cpu_before
+            # the replicant's CPU rate with the mirror in sync (polling the source and the
+            # mirror): the part of a first sync's CPU that grows with its duration, not its work
+            in_sync = _cpu_seconds(process.pid)
+            time.sleep(IN_SYNC_WINDOW)  # a measurement window, not a wait for a condition
+            in_sync_rate = (_cpu_seconds(process.pid) - in_sync) / IN_SYNC_WINDOW
             children = descendants(process.pid)
             return SyncRun(
                 spark=spark,
                 seconds=seconds,
                 s3=dest_s3.requests(),
                 validation_requests=_metrics(http),
-                replicant_cpu_s=_cpu_seconds(process.pid) - cpu_before,
+                replicant_cpu_s=replicant_cpu,
                 replicant_rss_mb=peak_rss_mb(process.pid),
                 children_cpu_s=sum(_cpu_seconds(p) for p in children),
                 children_rss_mb=max((peak_rss_mb(p) for p in children), default=0.0),
                 s3_server_cpu_s=_cpu_seconds(dest_s3.process.pid) - server_cpu,
                 head=commit,
+                in_sync_cpu_per_s=in_sync_rate,
             )
         finally:
             http.close()
@@ -557,6 +570,7 @@ def report(bench: Bench) -> str:
                 f"{sum(v['seconds'] for v in run.s3.values()):.1f} s",
                 f"{run.s3_server_cpu_s:.1f} s",
                 f"{run.replicant_cpu_s:.1f} s",
+                f"{run.in_sync_cpu_per_s * 1000:.0f} ms/s",
                 f"{run.replicant_rss_mb:.0f} MB",
                 f"{run.children_cpu_s:.1f} s / {run.children_rss_mb:.0f} MB" if run.spark else "-",
                 val or "-",
@@ -571,6 +585,7 @@ def report(bench: Bench) -> str:
             "S3 answering",
             "S3 server CPU",
             "replicant CPU",
+            "replicant CPU in sync",
             "replicant peak RSS",
             "JVM CPU / peak RSS",
             "validator's own count",

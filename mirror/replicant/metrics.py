@@ -184,15 +184,30 @@ class ValidationMetrics:
     def __init__(self, metrics: ReplicantMetrics, mirror: str) -> None:
         self._metrics = metrics
         self._mirror = mirror
+        # one series per label value, looked up once: an object checked costs one increment
+        # (a look-up by labels costs more than the increment, a million times in a first sync)
+        self._requests: dict[str, Counter] = {}
+        self._objects: dict[str, Counter] = {}
+        self._cache_hits: dict[str, Counter] = {}
 
     def request(self, op: str) -> None:
         """Count one object-store request."""
-        self._metrics.validation_requests.labels(self._mirror, op).inc()
+        series = self._requests.get(op)
+        if series is None:
+            series = self._requests[op] = self._metrics.validation_requests.labels(self._mirror, op)
+        series.inc()
 
     def object(self, result: str) -> None:
         """Count one object checked."""
-        self._metrics.validation_objects.labels(self._mirror, result).inc()
+        series = self._objects.get(result)
+        if series is None:
+            series = self._metrics.validation_objects.labels(self._mirror, result)
+            self._objects[result] = series
+        series.inc()
 
     def cache_hit(self, cache: str) -> None:
         """Count one check answered from ``cache``."""
-        self._metrics.cache_hits.labels(self._mirror, cache).inc()
+        series = self._cache_hits.get(cache)
+        if series is None:
+            series = self._cache_hits[cache] = self._metrics.cache_hits.labels(self._mirror, cache)
+        series.inc()
