@@ -303,21 +303,27 @@ def test_client_errors_unchanged() -> None:
     assert raised.value.response["Error"] == {"Code": "AccessDenied", "Message": "Access Denied"}
 
 
-def _client_pair() -> tuple[Any, Any]:
-    settings = S3Settings(
-        endpoint_url="http://127.0.0.1:9",
-        region="us-east-1",
-        access_key_id="AKIAEXAMPLE",
-        secret_access_key="secret",
-        max_attempts=2,
-    )
-    plain = boto3.session.Session(
+RETRYING = S3Settings(
+    endpoint_url="http://127.0.0.1:9",
+    region="us-east-1",
+    access_key_id="AKIAEXAMPLE",
+    secret_access_key="secret",
+    max_attempts=2,
+)
+
+
+def _boto3_client(botocore_session: Any) -> Any:
+    return boto3.session.Session(
         aws_access_key_id="AKIAEXAMPLE",
         aws_secret_access_key="secret",
         region_name="us-east-1",
-        botocore_session=use_fast_timestamps(botocore.session.get_session()),
-    ).client("s3", endpoint_url=settings.endpoint_url, config=client_config(settings))
-    return plain, make_s3_client(settings)
+        botocore_session=botocore_session,
+    ).client("s3", endpoint_url=RETRYING.endpoint_url, config=client_config(RETRYING))
+
+
+def _client_pair() -> tuple[Any, Any]:
+    plain = _boto3_client(use_fast_timestamps(botocore.session.get_session()))
+    return plain, make_s3_client(RETRYING)
 
 
 @pytest.mark.parametrize(
@@ -473,20 +479,7 @@ def test_key_lists_of_random_keys_equal_botocore(seed: int) -> None:
 def test_a_key_listing_client_equals_plain_boto3_on_keys_sizes_and_etags(name: str) -> None:
     """Signing, retries and the url-decoding handler run as for any client."""
     plain, _ = _client_pair()
-    settings = S3Settings(
-        endpoint_url="http://127.0.0.1:9",
-        region="us-east-1",
-        access_key_id="AKIAEXAMPLE",
-        secret_access_key="secret",
-        max_attempts=2,
-    )
-    session = boto3.session.Session(
-        aws_access_key_id="AKIAEXAMPLE",
-        aws_secret_access_key="secret",
-        region_name="us-east-1",
-        botocore_session=use_fast_listing(use_fast_timestamps(botocore.session.get_session())),
-    )
-    ours = session.client("s3", endpoint_url=settings.endpoint_url, config=client_config(settings))
+    ours = _boto3_client(use_fast_listing(use_fast_timestamps(botocore.session.get_session())))
     parse_listings_once(ours.meta.events, keys_only=True)
     results = []
     for client in (plain, ours):
