@@ -135,6 +135,12 @@ class MirrorWorker:
         self._pending_tags: dict[str, str] = {}
         self._first_sync = first_sync
         self._next_release = 0.0
+        # each poll round's listing of both sides' heads, and the event the round sets: a
+        # synced branch's loop reads its heads there instead of asking for them itself
+        self._heads: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        self._round = asyncio.Event()
+        self.rounds = 0
+        """Poll rounds that listed both sides' heads."""
 
     # the loops
 
@@ -165,6 +171,10 @@ class MirrorWorker:
             self.metrics.source_errors.labels(self.config.name).inc()
             self._log.warning("listing branches failed", error=str(exc))
             return
+        self._heads = (heads, mirror_heads)
+        self.rounds += 1
+        listed, self._round = self._round, asyncio.Event()
+        listed.set()
         wanted = {b for b in heads if self.config.mirrors_branch(b)}
         for branch in sorted(wanted):
             task = self._branch_tasks.get(branch)
@@ -250,7 +260,32 @@ class MirrorWorker:
                 self._set(status, "error", last_error=f"{type(exc).__name__}: {exc}")
                 moved = False
             if not moved:
-                await asyncio.sleep(self.settings.poll_interval)
+                await self._until_changed(status)
+
+    async def _until_changed(self, status: BranchStatus) -> None:
+        """Wait for the next poll round, and on while the rounds show ``status``'s branch synced.
+
+        A synced branch whose heads the rounds list unchanged on both sides costs no request of
+        its own (each round's listings answer for it; its lag history gets the round's sample).
+        Anything else (a source head that moved, a mirror head moved by someone else, a branch
+        not synced, no round within two intervals) returns: the branch syncs with heads read
+        afresh.
+        """
+        branch = status.branch
+        while True:
+            listed = self._round
+            try:
+                # not wait_for: it swallows a cancellation that comes with the event set
+                async with asyncio.timeout(2 * self.settings.poll_interval + 1.0):
+                    await listed.wait()
+            except TimeoutError:
+                return
+            source, mirror = self._heads
+            head = source.get(branch)
+            synced = status.state == "synced" and head is not None
+            if not synced or not head == mirror.get(branch) == status.mirror_head:
+                return
+            self.history.record(branch, LagSample(self._clock(), 0.0, 0, True))
 
     # one branch
 

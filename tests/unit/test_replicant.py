@@ -236,6 +236,55 @@ async def test_tags_and_deleted_branches_follow_the_source(pair: Pair) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_synced_branch_costs_no_request_of_its_own_and_follows_a_new_head(
+    pair: Pair,
+) -> None:
+    first = _commit(pair.a, {"a": b"a"}, "a")
+    _copy_all(pair.src_store, pair.dst_store)
+    asked: list[str] = []
+    read_head = pair.worker.source.get_branch_head
+
+    async def counted(repository: str, branch: str) -> str | None:
+        asked.append(branch)
+        return await read_head(repository, branch)
+
+    pair.worker.source.get_branch_head = counted  # type: ignore[method-assign]
+    run = asyncio.create_task(pair.worker.run())
+    try:
+        await _until(
+            lambda: [(s.state, s.mirror_head) for s in pair.worker.status()] == [("synced", first)],
+            "main synced",
+        )
+        recorded: list[LagSample] = []
+        record = pair.worker.history.record
+        pair.worker.history.record = lambda branch, sample: (  # type: ignore[method-assign]
+            recorded.append(sample),
+            record(branch, sample),
+        )
+        rounds, before = pair.worker.rounds, len(asked)
+        await _until(lambda: pair.worker.rounds >= rounds + 20, "20 more poll rounds")
+        assert len(asked) - before <= 1  # at most the round in flight when it synced
+        # the lag history still gets a sample a round, of no lag
+        assert len(recorded) >= 15
+        assert {(s.lag_seconds, s.lag_commits, s.exact) for s in recorded} == {(0.0, 0, True)}
+        second = _commit(pair.a, {"b": b"b"}, "b")
+        _copy_all(pair.src_store, pair.dst_store)
+        await _until(
+            lambda: pair.b.catalog.get_branch("origin-mirror", "main").commit_id == second,
+            "the new head mirrored",
+        )
+        # a mirror head moved by someone else is noticed too, and brought back
+        pair.b.catalog.set_branch_head("origin-mirror", "main", first, second, force=True)
+        await _until(
+            lambda: pair.b.catalog.get_branch("origin-mirror", "main").commit_id == second,
+            "the mirror head brought back",
+        )
+    finally:
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+
+
+@pytest.mark.anyio
 async def test_a_branch_deleted_before_the_mirror_had_it_leaves_nothing(pair: Pair) -> None:
     # a short-lived branch (created, committed, deleted) whose files never reached the mirror
     _commit(pair.a, {"a": b"a"}, "a")
