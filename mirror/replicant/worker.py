@@ -217,15 +217,22 @@ class MirrorWorker:
     async def _delete_vanished_branches(
         self, source_branches: set[str], mirror_heads: dict[str, str]
     ) -> None:
+        vanished = [
+            branch
+            for branch in sorted(mirror_heads)
+            if branch not in source_branches
+            and branch not in self.config.preserved
+            and self.config.mirrors_branch(branch)
+        ]
+        if not vanished:
+            return  # the common round: no request for the mirror's default branch
         try:
             default = str((await self.dest.get_repository(self.config.name))["default_branch"])
         except LakeMirrorError as exc:
             self._log.warning("reading the mirror repository failed", error=str(exc))
             return
-        for branch in sorted(mirror_heads):
-            if branch in source_branches or branch == default or branch in self.config.preserved:
-                continue
-            if not self.config.mirrors_branch(branch):
+        for branch in vanished:
+            if branch == default:
                 continue
             try:
                 await self.dest.delete_branch(self.config.name, branch)
