@@ -12,6 +12,7 @@ from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from starlette.concurrency import run_in_threadpool
 
 from mirror.api.hidden import HiddenBranches
+from mirror.api.listing_rows import ListingRows
 from mirror.auth.caller import Caller
 from mirror.auth.errors import AuthenticationError, SignInThrottledError
 from mirror.auth.store import AuthStore
@@ -64,6 +65,7 @@ class ApiState:
         logout_redirect_url: Where ``GET /logout`` sends the browser.
         hidden: Hidden-branch marks.
         inline_reads: The KV's reads are local and quick enough to run on the event loop.
+        listing_rows: The encoded listing rows of recently listed committed ranges.
     """
 
     catalog: Catalog
@@ -75,6 +77,7 @@ class ApiState:
     logout_redirect_url: str = "/auth/login"
     hidden: HiddenBranches = field(init=False)
     inline_reads: bool = field(init=False)
+    listing_rows: ListingRows = field(default_factory=ListingRows)
 
     def __post_init__(self) -> None:
         self.hidden = HiddenBranches(self.catalog.kv)

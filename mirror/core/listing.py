@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from mirror.core.context import CatalogContext
@@ -13,7 +13,15 @@ from mirror.core.resolve import resolve_ref
 from mirror.core.staging import Tombstone, merge_staged
 from mirror.core.views import View, read_at
 
-__all__ = ["ListResult", "ListedObject", "iter_objects", "iter_view", "list_objects"]
+__all__ = [
+    "ListResult",
+    "ListedObject",
+    "RangeSpan",
+    "iter_objects",
+    "iter_view",
+    "list_objects",
+    "span_rows",
+]
 
 _MAX_CHAR = "\U0010ffff"
 
@@ -26,25 +34,72 @@ than reading the object from its range.
 
 
 @dataclass(frozen=True, slots=True)
+class RangeSpan:
+    """Records ``lo`` to ``hi`` (excluded) of one committed range, as a listing page holds them.
+
+    Ranges are immutable and named by their content, so a front door may keep what it derives
+    from a whole range (such as the encoded rows of a listing) under :attr:`range_id`.
+    """
+
+    range_id: str
+    keys: list[str]
+    entries: list[Entry]
+    lo: int
+    hi: int
+
+
 class ListResult:
     """One page of a listing.
 
     Attributes:
-        rows: The page's objects in path order, as ``(path, entry, physical address)``.
         common_prefixes: The page's common prefixes (with a delimiter), in path order.
         has_more: Whether more objects or prefixes follow the page.
         next_offset: The path to list after for the next page (``""``: no more).
+        spans: When the page's objects are all committed ones (nothing staged under the
+            prefix, no delimiter), the slices of ranges they are, in order; else empty.
+        namespace: The storage namespace relative addresses are under, with a trailing ``/``.
     """
 
-    rows: list[ListedObject]
-    common_prefixes: list[str]
-    has_more: bool
-    next_offset: str
+    __slots__ = ("_rows", "common_prefixes", "has_more", "namespace", "next_offset", "spans")
+
+    def __init__(
+        self,
+        rows: list[ListedObject] | None,
+        common_prefixes: list[str],
+        has_more: bool,
+        next_offset: str,
+        spans: tuple[RangeSpan, ...] = (),
+        namespace: str = "",
+    ) -> None:
+        self._rows = rows
+        self.common_prefixes = common_prefixes
+        self.has_more = has_more
+        self.next_offset = next_offset
+        self.spans = spans
+        self.namespace = namespace
+
+    @property
+    def rows(self) -> list[ListedObject]:
+        """The page's objects in path order, as ``(path, entry, physical address)``."""
+        if self._rows is None:
+            self._rows = span_rows(self.spans, self.namespace)
+        return self._rows
 
     @property
     def objects(self) -> list[ObjectStat]:
         """Return the page's objects in path order."""
         return [ObjectStat(path, entry, address) for path, entry, address in self.rows]
+
+
+def span_rows(spans: Iterable[RangeSpan], namespace: str) -> list[ListedObject]:
+    """Return the objects of ``spans`` in order, relative addresses under ``namespace``."""
+    full = AddressType.FULL
+    rows: list[ListedObject] = []
+    for span in spans:
+        found = span.entries[span.lo : span.hi]
+        addresses = [e.address if e.address_type is full else namespace + e.address for e in found]
+        rows.extend(zip(span.keys[span.lo : span.hi], found, addresses, strict=True))
+    return rows
 
 
 def iter_objects(
@@ -120,35 +175,50 @@ def _staged(
     return staged
 
 
-def _committed_rows(
+def _committed_spans(
     ctx: CatalogContext, repo: Repository, tree: str, prefix: str, start: str, limit: int
-) -> list[ListedObject]:
-    """Return up to ``limit`` committed objects under ``prefix`` from ``start`` on.
+) -> list[RangeSpan]:
+    """Return the slices of ranges holding up to ``limit`` committed objects from ``start`` on.
 
+    The objects are those under ``prefix``; the slices are in key order.
     Whole slices of each range at a time, not a generator step per record: on a page of
     1,000 objects this is most of the core's share of a listing.
     """
     store = ctx.committed(repo)
     ranges = store.read_metarange(tree)
     first = bisect.bisect_left(store.max_keys(tree, ranges), start) if start else 0
-    namespace = repo.storage_namespace + "/"
-    full = AddressType.FULL
-    rows: list[ListedObject] = []
+    spans: list[RangeSpan] = []
+    count = 0
     for info in ranges[first:]:
         keys, entries = store.read_range(info.id)
         lo = bisect.bisect_left(keys, start) if start > info.min_key else 0
-        paths = keys[lo : lo + limit - len(rows)]
-        ended = bool(paths) and not paths[-1].startswith(prefix)
+        hi = min(len(keys), lo + limit - count)
+        ended = hi > lo and not keys[hi - 1].startswith(prefix)
         if ended:
             # the records from ``start`` under the prefix come first, then none: cut there
-            cut = bisect.bisect_left(paths, True, key=lambda k: not k.startswith(prefix))
-            paths = paths[:cut]
-        found = entries[lo : lo + len(paths)]
-        addresses = [e.address if e.address_type is full else namespace + e.address for e in found]
-        rows.extend(zip(paths, found, addresses, strict=True))
-        if ended or len(rows) >= limit:
+            hi = bisect.bisect_left(keys, True, lo, hi, key=lambda k: not k.startswith(prefix))
+        if hi > lo:
+            spans.append(RangeSpan(info.id, keys, entries, lo, hi))
+            count += hi - lo
+        if ended or count >= limit:
             break
-    return rows
+    return spans
+
+
+def _cut(spans: list[RangeSpan], amount: int) -> tuple[tuple[RangeSpan, ...], bool, str]:
+    """Return the first ``amount`` records of ``spans``, whether more followed, and the last key."""
+    kept: list[RangeSpan] = []
+    count = 0
+    for span in spans:
+        take = min(span.hi - span.lo, amount - count)
+        if take <= 0:
+            return tuple(kept), True, kept[-1].keys[kept[-1].hi - 1] if kept else ""
+        if take < span.hi - span.lo:
+            kept.append(RangeSpan(span.range_id, span.keys, span.entries, span.lo, span.lo + take))
+            return tuple(kept), True, kept[-1].keys[kept[-1].hi - 1]
+        kept.append(span)
+        count += take
+    return tuple(kept), False, ""
 
 
 def list_objects(
@@ -186,11 +256,13 @@ def _list_page(
 ) -> ListResult:
     if not delimiter:
         start = _start(prefix, after)
-        if _staged(ctx, view, prefix, start):
-            rows = list(itertools.islice(_iter_rows(ctx, repo, view, prefix, after), amount + 1))
-        else:
+        if not _staged(ctx, view, prefix, start):
             tree = ctx.refs.get_commit(repo, view.commit_id).metarange_id
-            rows = _committed_rows(ctx, repo, tree, prefix, start, amount + 1)
+            spans, more, last = _cut(
+                _committed_spans(ctx, repo, tree, prefix, start, amount + 1), amount
+            )
+            return ListResult(None, [], more, last, spans, repo.storage_namespace + "/")
+        rows = list(itertools.islice(_iter_rows(ctx, repo, view, prefix, after), amount + 1))
         if len(rows) > amount:
             del rows[amount:]
             return ListResult(rows, [], True, rows[-1][0] if rows else "")

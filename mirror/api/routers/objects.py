@@ -33,6 +33,7 @@ from mirror.api.deps import (
 )
 from mirror.api.errors import read_only_message
 from mirror.api.fast_reads import REQUIRED, QueryParam, QueryValues, Serve
+from mirror.api.listing_rows import listing_body
 from mirror.api.models import (
     ObjectCopyCreation,
     ObjectError,
@@ -388,17 +389,27 @@ def _list_objects(
     listed = state.catalog.list_objects(
         repository, ref, prefix, after=after, amount=page_size(amount), delimiter=delimiter
     )
+    if listed.spans:
+        # committed objects only: the page is slices of its ranges' rows, encoded once
+        count = sum(span.hi - span.lo for span in listed.spans)
+        pagination = _pagination(listed.has_more, listed.next_offset, count)
+        body = listing_body(listed, state.listing_rows, user_metadata, pagination)
+        return Response(body, media_type="application/json")
     rows = object_rows(listed.rows, user_metadata)
     if listed.common_prefixes:
         rows.extend(common_prefix_row(p) for p in listed.common_prefixes)
         rows.sort(key=_row_path)
-    pagination = {
-        "has_more": listed.has_more,
-        "next_offset": listed.next_offset if listed.has_more else "",
-        "results": len(rows),
+    pagination = _pagination(listed.has_more, listed.next_offset, len(rows))
+    return json_response({"pagination": pagination, "results": rows})
+
+
+def _pagination(has_more: bool, next_offset: str, results: int) -> dict[str, Any]:
+    return {
+        "has_more": has_more,
+        "next_offset": next_offset if has_more else "",
+        "results": results,
         "max_per_page": MAX_PER_PAGE,
     }
-    return json_response({"pagination": pagination, "results": rows})
 
 
 def _row_path(row: dict[str, Any]) -> str:
