@@ -16,7 +16,7 @@ from typing import BinaryIO
 from mirror.block.errors import BlockNotFoundError, InvalidNamespaceError, InvalidRangeError
 from mirror.block.protocol import ObjectInfo
 
-__all__ = ["ListedObject", "LocalBlockStore"]
+__all__ = ["ListedBatch", "ListedObject", "LocalBlockStore"]
 
 _TMP = ".lakemirror-tmp"
 _CHUNK = 1 << 20
@@ -31,6 +31,16 @@ class ListedObject:
     size: int
     etag: str
     mtime: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListedBatch:
+    """Objects as :meth:`LocalBlockStore.list_detailed_batches` lists them: parallel lists."""
+
+    keys: list[str]
+    sizes: list[int]
+    etags: list[str]
+    mtimes: list[int]
 
 
 def _check_key(key: str) -> None:
@@ -223,15 +233,32 @@ class LocalBlockStore:
 
         Only one directory's entries are held at a time (each is sorted on its own), so a
         tree of any size lists in bounded memory. Files written by this store carry their
-        etag; others are read once to compute it. One ``stat`` per file gives size and mtime.
+        etag; others are read once to compute it.
         """
-        for key, entry in self._walk(str(self._root), "", prefix, ""):
+        for batch in self.list_detailed_batches(prefix):
+            yield from map(ListedObject, batch.keys, batch.sizes, batch.etags, batch.mtimes)
+
+    def list_detailed_batches(self, prefix: str = "", limit: int = 1000) -> Iterator[ListedBatch]:
+        """Yield what :meth:`list_detailed` lists, as batches of up to ``limit`` objects."""
+        details = _Details()
+        keys: list[str] = []
+        sizes: list[int] = []
+        etags: list[str] = []
+        mtimes: list[int] = []
+        for key, entry in self._walk(self._root_str, "", prefix, ""):
             try:
-                st = entry.stat()
-                etag = _etag(entry.path)
+                size, etag, mtime = details(entry.path)
             except (FileNotFoundError, NotADirectoryError):
                 continue  # removed while listed
-            yield ListedObject(key, st.st_size, etag, int(st.st_mtime))
+            keys.append(key)
+            sizes.append(size)
+            etags.append(etag)
+            mtimes.append(mtime)
+            if len(keys) >= limit:
+                yield ListedBatch(keys, sizes, etags, mtimes)
+                keys, sizes, etags, mtimes = [], [], [], []
+        if keys:
+            yield ListedBatch(keys, sizes, etags, mtimes)
 
     def delete(self, key: str) -> None:
         """Remove the object at ``key`` if present."""
@@ -246,18 +273,60 @@ class LocalBlockStore:
 
 def _etag(path: str) -> str:
     """Return the MD5 etag of the file at ``path``: its stored attribute, or its bytes' digest."""
-    try:
-        return os.getxattr(path, _ETAG_XATTR).decode()
-    except OSError:
-        pass
+    return _Details()(path)[1]
+
+
+_EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()
+
+
+class _Details:
+    """Read files' sizes, mtimes and etags in as few system calls as they allow.
+
+    A file without the etag attribute is opened once: ``fstat``, a failed ``fgetxattr`` and
+    one ``read`` of its size (plus one byte, to see its end) go through that descriptor. A
+    file with the attribute needs no descriptor: a ``stat`` and a ``getxattr`` by path.
+    Which kind comes next is guessed from the last file (a tree is usually all of one kind);
+    a wrong guess costs a call, never a different answer.
+    """
+
+    __slots__ = ("_tagged",)
+
+    def __init__(self) -> None:
+        self._tagged = False
+
+    def __call__(self, path: str) -> tuple[int, str, int]:
+        """Return size, etag and mtime (Unix seconds) of the file at ``path``."""
+        if self._tagged:
+            st = os.stat(path)
+            try:
+                return st.st_size, os.getxattr(path, _ETAG_XATTR).decode(), int(st.st_mtime)
+            except OSError:
+                self._tagged = False
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            st = os.fstat(fd)
+            try:
+                etag = os.getxattr(fd, _ETAG_XATTR).decode()
+                self._tagged = True
+            except OSError:
+                etag = _digest(fd, st.st_size)
+        finally:
+            os.close(fd)
+        return st.st_size, etag, int(st.st_mtime)
+
+
+def _digest(fd: int, size: int) -> str:
+    """Return the MD5 of what ``fd`` holds, expected to be ``size`` bytes."""
+    if not size:
+        return _EMPTY_MD5  # the size was read from this descriptor: nothing to read
     md5 = hashlib.md5(usedforsecurity=False)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        while True:
-            chunk = os.read(fd, _CHUNK)
-            md5.update(chunk)
-            if len(chunk) < _CHUNK:  # a short read of a regular file is its end
-                break
-    finally:
-        os.close(fd)
+    # asking for the expected size plus one byte ends at the first short read (no buffer of
+    # a whole chunk for a small file); a file that grew meanwhile is read on to its end
+    want = min(size + 1, _CHUNK)
+    while True:
+        chunk = os.read(fd, want)
+        md5.update(chunk)
+        if len(chunk) < want:  # a short read of a regular file is its end
+            break
+        want = _CHUNK
     return md5.hexdigest()

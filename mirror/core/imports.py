@@ -13,19 +13,29 @@ sorted change stream that :func:`~mirror.core.tree_writer.apply_changes` writes 
 Memory therefore holds about one range of records and one listing page or directory per
 source, never the whole listing; and the ranges written are exactly those the core writes for
 the same records.
+
+:func:`import_objects` streams the listing as batches of columns (:func:`import_runs`): up to a
+thousand listed objects become one :class:`~mirror.core.columnar.RangeData` whose encodings and
+identities are computed for the whole batch, and the tree writer splits ranges out of it as it
+would out of the same records one by one. :func:`import_changes` is the same stream record by
+record, with an :class:`~mirror.core.model.Entry` per object.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import heapq
+import itertools
+import operator
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from mirror.block.protocol import BlockStore, ObjectInfo
 from mirror.block.resolver import split_namespace
+from mirror.core.columnar import Run
 from mirror.core.commits import new_commit
 from mirror.core.committed import WriteStats
 from mirror.core.errors import (
@@ -37,6 +47,7 @@ from mirror.core.errors import (
 from mirror.core.hooks import HookEvent
 from mirror.core.ids import BranchID
 from mirror.core.model import DEFAULT_CONTENT_TYPE, AddressType, Branch, Commit, Entry, Repository
+from mirror.core.record_columns import rows_of_columns
 from mirror.core.repository_metadata import RepositoryMetadataStore
 from mirror.core.threeway import MERGE_STRATEGY_KEY
 from mirror.core.tree_writer import apply_changes
@@ -59,6 +70,7 @@ __all__ = [
     "SourceObject",
     "import_changes",
     "import_objects",
+    "import_runs",
     "list_source",
     "require_clean",
     "validate_sources",
@@ -73,6 +85,12 @@ IMPORT_STRATEGY = "source-wins"
 
 SourceType = Literal["common_prefix", "object"]
 Change = tuple[str, Entry | None]
+Columns = tuple[list[str], list[str], list[int], list[str], list[int]]
+"""Objects mapped onto the destination: paths, addresses, sizes, etags and mtimes."""
+_T = TypeVar("_T")
+
+_BATCH = 1000
+"""How many listed objects a batch of columns holds at most."""
 
 
 class InvalidImportSourceError(LakeFSText, InvalidValueError):
@@ -142,6 +160,19 @@ class ImportResult:
 
 ImportProgress = Callable[[int], None]
 """Told the running count of ingested objects; may raise :class:`ImportCanceledError`."""
+
+
+class _ListedBatch(Protocol):
+    """Objects as a store that lists details in batches yields them."""
+
+    @property
+    def keys(self) -> list[str]: ...
+    @property
+    def sizes(self) -> list[int]: ...
+    @property
+    def etags(self) -> list[str]: ...
+    @property
+    def mtimes(self) -> list[int]: ...
 
 
 class _Listed(Protocol):
@@ -276,15 +307,26 @@ def _prefixes(sources: Sequence[ImportSource]) -> list[str]:
     return out
 
 
-def _dedup_last(merged: Iterable[tuple[str, int, Entry]]) -> Iterator[tuple[str, Entry]]:
+def _dedup_last(merged: Iterable[tuple[str, int, _T]]) -> Iterator[tuple[str, _T]]:
     """Keep one record per path: the one of the latest source listing it."""
-    pending: tuple[str, int, Entry] | None = None
+    pending: tuple[str, int, _T] | None = None
     for item in merged:
         if pending is not None and pending[0] != item[0]:
             yield pending[0], pending[2]
         pending = item
     if pending is not None:
         yield pending[0], pending[2]
+
+
+def _removed(
+    sources: Sequence[ImportSource], base: Callable[[str], Iterator[tuple[str, Entry]]]
+) -> Iterator[str]:
+    """Yield the keys of the base tree under the destination prefixes, in order."""
+    for prefix in _prefixes(sources):
+        for key, _ in base(prefix):
+            if not key.startswith(prefix):
+                break
+            yield key
 
 
 def import_changes(
@@ -313,14 +355,7 @@ def import_changes(
         ]
         imported = _dedup_last(heapq.merge(*streams, key=lambda t: (t[0], t[1])))
 
-    def removed() -> Iterator[str]:
-        for prefix in _prefixes(sources):
-            for key, _ in base(prefix):
-                if not key.startswith(prefix):
-                    break
-                yield key
-
-    gone = removed()
+    gone = _removed(sources, base)
     next_gone = next(gone, None)
     count = 0
     for path, entry in imported:
@@ -336,6 +371,140 @@ def import_changes(
     while next_gone is not None:
         yield next_gone, None
         next_gone = next(gone, None)
+
+
+def _listed_batches(
+    store: BlockStore, prefix: str, now: int
+) -> Iterator[tuple[list[str], list[int], list[str], list[int]]]:
+    """Yield :func:`list_source`'s objects as batches of keys, sizes, etags and mtimes."""
+    batches: Callable[[str], Iterator[_ListedBatch]] | None = getattr(
+        store, "list_detailed_batches", None
+    )
+    if batches is not None:
+        for b in batches(prefix):
+            if b.keys:
+                yield b.keys, b.sizes, b.etags, b.mtimes
+        return
+    listed = list_source(store, prefix, now)
+    while chunk := list(itertools.islice(listed, _BATCH)):
+        yield (
+            [o.key for o in chunk],
+            [o.size for o in chunk],
+            [o.etag for o in chunk],
+            [o.mtime for o in chunk],
+        )
+
+
+def _check_order(source: ImportSource, previous: str, keys: list[str]) -> None:
+    """Raise unless ``keys`` strictly increase, all after ``previous``."""
+    if keys[0] > previous and all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
+        return
+    for key in keys:
+        if key <= previous:
+            raise InvalidImportSourceError(
+                f"import path ({source.path}) listed {key!r} after {previous!r}: the "
+                "store's listing is not in key order"
+            )
+        previous = key
+
+
+def _mapped_columns(
+    source: ImportSource, open_store: Callable[[str], BlockStore], now: int
+) -> Iterator[Columns]:
+    """Yield the objects of one source as :data:`Columns` batches, in path order."""
+    _, namespace, key = _split(source.path)
+    store = open_store(namespace)
+    base = namespace.rstrip("/") + "/"
+    if source.type == "object":
+        info = store.head(key)
+        yield [source.destination], [base + key], [info.size], [info.etag], [now]
+        return
+    previous = ""
+    cut, destination = len(key), source.destination
+    for keys, sizes, etags, mtimes in _listed_batches(store, key, now):
+        _check_order(source, previous, keys)
+        previous = keys[-1]
+        paths = [destination + k[cut:] for k in keys]
+        yield paths, [base + k for k in keys], sizes, etags, mtimes
+
+
+def _merged_columns(
+    sources: Sequence[ImportSource], open_store: Callable[[str], BlockStore], now: int
+) -> Iterator[Columns]:
+    """Yield the objects of several sources in path order, the latest source's on a tie."""
+
+    def rows(i: int, source: ImportSource) -> Iterator[tuple[str, int, tuple[str, int, str, int]]]:
+        for paths, addresses, sizes, etags, mtimes in _mapped_columns(source, open_store, now):
+            for path, *row in zip(paths, addresses, sizes, etags, mtimes, strict=True):
+                yield path, i, tuple(row)  # type: ignore[misc]
+
+    streams = [rows(i, s) for i, s in enumerate(sources)]
+    merged = _dedup_last(heapq.merge(*streams, key=lambda t: (t[0], t[1])))
+    while chunk := list(itertools.islice(merged, _BATCH)):
+        yield (
+            [p for p, _ in chunk],
+            [r[0] for _, r in chunk],
+            [r[1] for _, r in chunk],
+            [r[2] for _, r in chunk],
+            [r[3] for _, r in chunk],
+        )
+
+
+def import_runs(
+    sources: Sequence[ImportSource],
+    open_store: Callable[[str], BlockStore],
+    base: Callable[[str], Iterator[tuple[str, Entry]]],
+    now: int,
+    progress: ImportProgress | None = None,
+) -> Iterator[Change | Run]:
+    """Yield the changes of :func:`import_changes`, imported objects as runs of new records.
+
+    Each batch of listed objects becomes rows of columns
+    (:func:`~mirror.core.record_columns.rows_of_columns`), yielded as runs between the
+    deletions of base keys that fall among them; ``progress`` is told every count, after the
+    run holding that object is taken.
+    """
+    if len(sources) == 1:  # one listing is in strict path order already: nothing to merge
+        batches = _mapped_columns(sources[0], open_store, now)
+    else:
+        batches = _merged_columns(sources, open_store, now)
+    gone = _removed(sources, base)
+    next_gone = next(gone, None)
+    count = 0
+    for paths, addresses, sizes, etags, mtimes in batches:
+        rows = rows_of_columns(
+            paths,
+            addresses,
+            sizes,
+            etags,
+            mtimes,
+            content_types=DEFAULT_CONTENT_TYPE,
+            address_types=AddressType.FULL,
+        )
+        start, last = 0, paths[-1]
+        while next_gone is not None and next_gone <= last:
+            at = bisect.bisect_left(paths, next_gone, start)
+            if at > start:
+                yield rows, start, at
+                count = _told(progress, count, at - start)
+                start = at
+            if paths[at] != next_gone:
+                yield next_gone, None
+            next_gone = next(gone, None)
+        if start < len(paths):
+            yield rows, start, len(paths)
+            count = _told(progress, count, len(paths) - start)
+    while next_gone is not None:
+        yield next_gone, None
+        next_gone = next(gone, None)
+
+
+def _told(progress: ImportProgress | None, count: int, more: int) -> int:
+    """Tell ``progress`` each count after ``count`` up to ``count + more``; return the last."""
+    if progress is not None:
+        for n in range(count + 1, count + more + 1):
+            progress(n)
+    return count + more
 
 
 def import_objects(
@@ -391,7 +560,7 @@ def import_objects(
         _clean(catalog, current, branch_id)
         parent = catalog.refs.get_commit(repo, current.commit_id)
         counter = _Counter(progress)
-        changes = import_changes(
+        changes = import_runs(
             sources,
             catalog.blocks.open,
             functools.partial(store.iterate, parent.metarange_id),

@@ -134,31 +134,90 @@ class MetaRangeWriter:
 
 
 class _Peekable:
+    """The sorted changes still to apply, looked at one ahead.
+
+    A change is a ``(key, entry or None)`` pair or a run of new records (a :data:`Run` of
+    rows holding entries to set, keys ascending); :meth:`take_until` splits a run.
+    """
+
     __slots__ = ("_head", "_it")
 
-    def __init__(self, it: Iterable[Change]) -> None:
+    def __init__(self, it: Iterable[Change | Run]) -> None:
         self._it = iter(it)
-        self._head: Change | None = next(self._it, None)
+        self._head: Change | Run | None = next(self._it, None)
 
-    def peek(self) -> Change | None:
+    def peek(self) -> Change | Run | None:
         return self._head
 
-    def pop(self) -> Change:
+    def pop(self) -> Change | Run:
         head = self._head
         assert head is not None
         self._head = next(self._it, None)
         return head
+
+    def take_until(self, run: Run, max_key: str) -> Run:
+        """Pop the part of ``run`` (the head) with keys up to ``max_key``."""
+        rows, start, stop = run
+        end = bisect.bisect_right(rows.keys, max_key, start, stop)
+        if end < stop:
+            self._head = (rows, end, stop)
+            return rows, start, end
+        self._head = next(self._it, None)
+        return run
+
+
+def _first_key(change: Change | Run) -> str:
+    if len(change) == 3:
+        return change[0].keys[change[1]]
+    return change[0]
+
+
+def _merge_run(
+    writer: MetaRangeWriter, rows: RangeData, pos: int, run: Run, stats: WriteStats
+) -> int:
+    """Write records of ``rows`` from ``pos`` interleaved with the new records of ``run``.
+
+    Each new record does what a ``(key, entry)`` change does: it is added, replaces the record
+    of its key, or (same identity) leaves that record as it is. Return where ``rows`` is at.
+    """
+    new, t, stop = run
+    new_keys = new.keys
+    keys = rows.keys
+    n = len(keys)
+    while t < stop:
+        key = new_keys[t]
+        j = bisect.bisect_left(keys, key, pos)
+        writer.add_run(rows, pos, j)
+        pos = j
+        if j < n and keys[j] == key:
+            pos = j + 1
+            if new.identity(t) != rows.identity(j):
+                writer.add_run(new, t, t + 1)
+                stats.changed += 1
+            else:
+                writer.add_run(rows, j, j + 1)
+            t += 1
+            continue
+        # every new record before the next existing key is added, as one run
+        end = stop if j == n else bisect.bisect_left(new_keys, keys[j], t, stop)
+        writer.add_run(new, t, end)
+        stats.added += end - t
+        t = end
+    return pos
 
 
 def apply_changes(
     store: CommittedStore,
     params: ChunkingParams,
     base: str,
-    changes: Iterable[Change],
+    changes: Iterable[Change | Run],
     stats: WriteStats | None = None,
 ) -> tuple[MetaRangeID, WriteStats]:
     """Apply sorted ``changes`` (``None`` deletes) onto tree ``base``; return the new tree.
 
+    A change is a ``(key, entry or None)`` pair, or a run of new records (rows of
+    :func:`~mirror.core.record_columns.rows_of_columns`, say) that acts as one ``(key, entry)``
+    change per record, at the cost of slicing columns rather than encoding each entry.
     A change whose entry has the same identity as the base record keeps the base record.
     Ranges with no change in their key span are reused unread whenever the writer is at a
     boundary, which is the case after every range that ended by rule. A range a change falls
@@ -177,7 +236,7 @@ def apply_changes(
             # every range before the first one whose span holds the next change is untouched:
             # reuse the run whole; all but the tree's last range ended by rule
             nxt = pending.peek()
-            j = len(ranges) if nxt is None else bisect.bisect_left(max_keys, nxt[0], i)
+            j = len(ranges) if nxt is None else bisect.bisect_left(max_keys, _first_key(nxt), i)
             if j > i:
                 r = ranges[j - 1]
                 tail_ok = params.ends_range(r) or (j == len(ranges) and nxt is None)
@@ -192,7 +251,11 @@ def apply_changes(
         stats.ranges_read += 1
         keys = rows.keys
         pos = 0
-        while (c := pending.peek()) is not None and c[0] <= r.max_key:
+        while (c := pending.peek()) is not None and _first_key(c) <= r.max_key:
+            if len(c) == 3:
+                run = pending.take_until(c, r.max_key)
+                pos = _merge_run(writer, rows, pos, run, stats)
+                continue
             pending.pop()
             key, entry = c
             j = bisect.bisect_left(keys, key, pos)
@@ -213,7 +276,11 @@ def apply_changes(
         writer.add_run(rows, pos, len(keys))
     while (c := pending.peek()) is not None:
         pending.pop()
-        if c[1] is not None:
+        if len(c) == 3:
+            new, start, stop = c
+            writer.add_run(new, start, stop)
+            stats.added += stop - start
+        elif c[1] is not None:
             writer.add(c[0], c[1])
             stats.added += 1
     return writer.close(), stats

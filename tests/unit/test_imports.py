@@ -15,8 +15,11 @@ import pytest
 
 from mirror.block.resolver import BlockResolver
 from mirror.core import Catalog, ChunkingParams, open_memory
-from mirror.core.committed import METADATA_PREFIX, CommittedStore, RangeInfo, WriteStats
+from mirror.core.columnar import RangeData
+from mirror.core.committed import METADATA_PREFIX, CommittedStore, WriteStats
 from mirror.core.errors import DirtyBranchError, RepositoryReadOnlyError
+from mirror.core.ids import RangeID
+from mirror.core.imports import _BATCH as LISTED_BATCH
 from mirror.core.imports import (
     DEFAULT_IMPORT_MESSAGE,
     ImportCanceledError,
@@ -100,20 +103,20 @@ def test_import_holds_about_one_range_of_records(
 ) -> None:
     written = [0]
     largest = [0]
-    original = CommittedStore.write_range
+    original = CommittedStore._put_range
 
     def counting(
         self: CommittedStore,
-        records: list,
+        rid: RangeID,
+        rows: RangeData,
         stats: WriteStats,
-        size: int | None = None,
-        raggedness: int | None = None,
-    ) -> RangeInfo:
-        written[0] += len(records)
-        largest[0] = max(largest[0], len(records))
-        return original(self, records, stats, size, raggedness)
+        raggedness: int | None,
+    ) -> None:
+        written[0] += len(rows)
+        largest[0] = max(largest[0], len(rows))
+        original(self, rid, rows, stats, raggedness)
 
-    monkeypatch.setattr(CommittedStore, "write_range", counting)
+    monkeypatch.setattr(CommittedStore, "_put_range", counting)
     held: list[int] = []
     sources = [ImportSource("common_prefix", "local://src/tables/", "t/")]
     import_objects(
@@ -128,8 +131,9 @@ def test_import_holds_about_one_range_of_records(
     )
     assert len(held) == FILES
     assert written[0] == FILES
-    # read but not yet in a range: never more than the open range
-    assert 0 < max(held) <= largest[0]
+    # read but not yet in a range: never more than the open range and one listed batch
+    assert 0 < max(held) <= largest[0] + LISTED_BATCH
+    assert largest[0] + LISTED_BATCH < FILES // 2
     assert largest[0] < FILES // 5
 
 
