@@ -21,6 +21,8 @@ __all__ = ["ListedBatch", "ListedObject", "LocalBlockStore"]
 _TMP = ".lakemirror-tmp"
 _CHUNK = 1 << 20
 _ETAG_XATTR = "user.lakemirror.etag"
+_FileRun = list[tuple[str, os.DirEntry[str]]]
+"""Files of one directory, with their keys, in key order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,11 @@ class LocalBlockStore:
         self, directory: str, rel: str, prefix: str, after: str
     ) -> Iterator[tuple[str, os.DirEntry[str]]]:
         """Yield ``(key, directory entry)`` of the files under ``prefix`` after ``after``."""
+        for run in self._runs(directory, rel, prefix, after):
+            yield from run
+
+    def _runs(self, directory: str, rel: str, prefix: str, after: str) -> Iterator[_FileRun]:
+        """Yield :meth:`_walk`'s files in runs: a directory's files between its subdirectories."""
         try:
             entries = list(os.scandir(directory))
         except (FileNotFoundError, NotADirectoryError):
@@ -218,15 +225,21 @@ class LocalBlockStore:
             is_dir = entry.is_dir(follow_symlinks=False)
             named.append((rel + entry.name + ("/" if is_dir else ""), is_dir, entry))
         named.sort(key=lambda t: t[0])
+        run: _FileRun = []
         for full, is_dir, entry in named:
             if is_dir:
                 if not (full.startswith(prefix) or prefix.startswith(full)):
                     continue
                 if full < after and not after.startswith(full):
                     continue
-                yield from self._walk(entry.path, full, prefix, after)
+                if run:
+                    yield run
+                    run = []
+                yield from self._runs(entry.path, full, prefix, after)
             elif full.startswith(prefix) and full > after:
-                yield full, entry
+                run.append((full, entry))
+        if run:
+            yield run
 
     def list_detailed(self, prefix: str = "") -> Iterator[ListedObject]:
         """Yield objects under ``prefix`` in key order with their MD5 etags and mtimes.
@@ -245,18 +258,19 @@ class LocalBlockStore:
         sizes: list[int] = []
         etags: list[str] = []
         mtimes: list[int] = []
-        for key, entry in self._walk(self._root_str, "", prefix, ""):
-            try:
-                size, etag, mtime = details(entry.path)
-            except (FileNotFoundError, NotADirectoryError):
-                continue  # removed while listed
-            keys.append(key)
-            sizes.append(size)
-            etags.append(etag)
-            mtimes.append(mtime)
-            if len(keys) >= limit:
-                yield ListedBatch(keys, sizes, etags, mtimes)
-                keys, sizes, etags, mtimes = [], [], [], []
+        for run in self._runs(self._root_str, "", prefix, ""):
+            for key, entry in run:
+                try:
+                    size, etag, mtime = details(entry.path)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue  # removed while listed
+                keys.append(key)
+                sizes.append(size)
+                etags.append(etag)
+                mtimes.append(mtime)
+                if len(keys) >= limit:
+                    yield ListedBatch(keys, sizes, etags, mtimes)
+                    keys, sizes, etags, mtimes = [], [], [], []
         if keys:
             yield ListedBatch(keys, sizes, etags, mtimes)
 
@@ -282,8 +296,8 @@ _EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()
 class _Details:
     """Read files' sizes, mtimes and etags in as few system calls as they allow.
 
-    A file without the etag attribute is opened once: ``fstat``, a failed ``fgetxattr`` and
-    one ``read`` of its size (plus one byte, to see its end) go through that descriptor. A
+    A file without the etag attribute is opened once: ``fstat``, ``flistxattr`` and one
+    ``read`` of its size (plus one byte, to see its end) go through that descriptor. A
     file with the attribute needs no descriptor: a ``stat`` and a ``getxattr`` by path.
     Which kind comes next is guessed from the last file (a tree is usually all of one kind);
     a wrong guess costs a call, never a different answer.
@@ -306,9 +320,18 @@ class _Details:
         try:
             st = os.fstat(fd)
             try:
-                etag = os.getxattr(fd, _ETAG_XATTR).decode()
-                self._tagged = True
+                # listing the attributes fails no call when the etag's is absent (the usual
+                # case here), where asking for it would raise
+                tagged = _ETAG_XATTR in os.listxattr(fd)
             except OSError:
+                tagged = False
+            if tagged:
+                try:
+                    etag = os.getxattr(fd, _ETAG_XATTR).decode()
+                    self._tagged = True
+                except OSError:
+                    tagged = False
+            if not tagged:
                 etag = _digest(fd, st.st_size)
         finally:
             os.close(fd)

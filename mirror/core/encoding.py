@@ -14,6 +14,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from mirror.core.ids import _INT64, _STRING, _STRING_MAP, Identity, RangeID
@@ -63,13 +64,20 @@ def key_hash(key: str) -> int:
 
 def boundary_positions(keys: list[str], raggedness: int) -> list[int]:
     """Return the positions of ``keys`` whose :func:`key_hash` is 0 modulo ``raggedness``."""
-    # key_hash inlined: a range read to be rewritten has every key hashed
-    blake2b, from_bytes = hashlib.blake2b, int.from_bytes
-    return [
-        i
-        for i, k in enumerate(keys)
-        if not from_bytes(blake2b(k.encode(), digest_size=8).digest(), "big") % raggedness
-    ]
+    # key_hash inlined: a range read to be rewritten, and every new batch, has each key hashed;
+    # the digests are read as one array of big-endian integers and reduced at once
+    blake2b = hashlib.blake2b
+    if not 0 < raggedness < 1 << 64:  # outside what an unsigned 64-bit array divides by
+        from_bytes = int.from_bytes
+        return [
+            i
+            for i, k in enumerate(keys)
+            if not from_bytes(blake2b(k.encode(), digest_size=8).digest(), "big") % raggedness
+        ]
+    digests = b"".join([blake2b(k.encode(), digest_size=8).digest() for k in keys])
+    hashes = np.frombuffer(digests, ">u8")
+    positions: list[int] = np.flatnonzero(hashes % np.uint64(raggedness) == 0).tolist()
+    return positions
 
 
 # Every commit asks this of each range it reuses, so the last keys of ranges are remembered.
