@@ -224,7 +224,7 @@ class LocalBlockStore:
                 continue
             is_dir = entry.is_dir(follow_symlinks=False)
             named.append((rel + entry.name + ("/" if is_dir else ""), is_dir, entry))
-        named.sort(key=lambda t: t[0])
+        named.sort()  # by key: keys of one directory differ, so entries are never compared
         run: _FileRun = []
         for full, is_dir, entry in named:
             if is_dir:
@@ -290,7 +290,8 @@ def _etag(path: str) -> str:
     return _Details()(path)[1]
 
 
-_EMPTY_MD5 = hashlib.md5(b"", usedforsecurity=False).hexdigest()
+_md5 = hashlib.md5
+_EMPTY_MD5 = _md5(b"", usedforsecurity=False).hexdigest()
 
 
 class _Details:
@@ -319,6 +320,7 @@ class _Details:
         fd = os.open(path, os.O_RDONLY)
         try:
             st = os.fstat(fd)
+            size = st.st_size
             try:
                 # listing the attributes fails no call when the etag's is absent (the usual
                 # case here), where asking for it would raise
@@ -331,25 +333,30 @@ class _Details:
                     self._tagged = True
                 except OSError:
                     tagged = False
-            if not tagged:
-                etag = _digest(fd, st.st_size)
+            if tagged:
+                pass
+            elif not size:
+                etag = _EMPTY_MD5  # the size was read from this descriptor: nothing to read
+            elif size < _CHUNK:
+                # the expected size plus one byte: a short read ends it, no buffer of a chunk
+                data = os.read(fd, size + 1)
+                if len(data) <= size:
+                    etag = _md5(data, usedforsecurity=False).hexdigest()
+                else:  # the file grew meanwhile: read on to its end
+                    etag = _digest(fd, data)
+            else:
+                etag = _digest(fd, b"")
         finally:
             os.close(fd)
-        return st.st_size, etag, int(st.st_mtime)
+        return size, etag, int(st.st_mtime)
 
 
-def _digest(fd: int, size: int) -> str:
-    """Return the MD5 of what ``fd`` holds, expected to be ``size`` bytes."""
-    if not size:
-        return _EMPTY_MD5  # the size was read from this descriptor: nothing to read
-    md5 = hashlib.md5(usedforsecurity=False)
-    # asking for the expected size plus one byte ends at the first short read (no buffer of
-    # a whole chunk for a small file); a file that grew meanwhile is read on to its end
-    want = min(size + 1, _CHUNK)
+def _digest(fd: int, head: bytes) -> str:
+    """Return the MD5 of ``head`` and what ``fd`` holds after it, read to its end."""
+    md5 = _md5(head, usedforsecurity=False)
     while True:
-        chunk = os.read(fd, want)
+        chunk = os.read(fd, _CHUNK)
         md5.update(chunk)
-        if len(chunk) < want:  # a short read of a regular file is its end
+        if len(chunk) < _CHUNK:  # a short read of a regular file is its end
             break
-        want = _CHUNK
     return md5.hexdigest()
