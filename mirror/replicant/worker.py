@@ -63,6 +63,9 @@ class _Retarget(enum.Enum):
 
 _RETARGET: Final = _Retarget.RETARGET
 _LAG_WALK_LIMIT = 100_000
+# While the source's tags stay as the mirror's were last seen, a round lists only the source's;
+# the mirror's are listed again every this many rounds all the same
+_TAG_RECHECK_ROUNDS = 20
 
 
 @dataclass(slots=True)
@@ -141,6 +144,10 @@ class MirrorWorker:
         self._round = asyncio.Event()
         self.rounds = 0
         """Poll rounds that listed both sides' heads."""
+        # the source's tags the mirror's were last seen equal to, and the round after which the
+        # mirror's tags are listed again even if the source's stay the same
+        self._tags_in_sync: dict[str, str] | None = None
+        self._tags_recheck = 0
 
     # the loops
 
@@ -613,16 +620,22 @@ class MirrorWorker:
     async def _mirror_tags(self) -> None:
         try:
             source_tags = await self.source.list_tags(self.config.source_repo)
+            if source_tags == self._tags_in_sync and self.rounds < self._tags_recheck:
+                return  # the mirror's tags were made these, and only the replicant writes them
             mirror_tags = await self.dest.list_tags(self.config.name)
         except LakeMirrorError as exc:
             self.metrics.source_errors.labels(self.config.name).inc()
             self._log.warning("listing tags failed", error=str(exc))
             return
+        self._tags_in_sync = None
+        done = True
         for tag in sorted(set(mirror_tags) - set(source_tags) - set(self.config.preserved_tags)):
-            await self._try(self.dest.delete_tag(self.config.name, tag), "deleting a tag", tag)
+            call = self.dest.delete_tag(self.config.name, tag)
+            done = await self._try(call, "deleting a tag", tag) and done
         for tag, commit_id in sorted(source_tags.items()):
             if mirror_tags.get(tag) == commit_id:
                 continue
+            done = False  # known done only when a later round lists the mirror's tags again
             if tag in mirror_tags:
                 await self._try(self.dest.delete_tag(self.config.name, tag), "moving a tag", tag)
             try:
@@ -637,14 +650,20 @@ class MirrorWorker:
                 continue
             self._pending_tags.pop(tag, None)
             await self._try(self.dest.set_tag(self.config.name, tag, commit_id), "tagging", tag)
+        if done:
+            self._tags_in_sync = source_tags
+            self._tags_recheck = self.rounds + _TAG_RECHECK_ROUNDS
 
-    async def _try(self, call: Awaitable[None], what: str, tag: str) -> None:
+    async def _try(self, call: Awaitable[None], what: str, tag: str) -> bool:
+        """Await a tag change; return whether it was made (or had nothing to do)."""
         try:
             await call
         except NotFoundError:
-            return
+            return True
         except LakeMirrorError as exc:
             self._log.warning(f"{what} failed", tag=tag, error=str(exc))
+            return False
+        return True
 
     # status
 

@@ -236,6 +236,42 @@ async def test_tags_and_deleted_branches_follow_the_source(pair: Pair) -> None:
 
 
 @pytest.mark.anyio
+async def test_unchanged_source_tags_cost_one_listing_a_round(pair: Pair) -> None:
+    c1 = _commit(pair.a, {"a": b"a"}, "a")
+    pair.a.catalog.create_tag("origin", "v1", c1)
+    _copy_all(pair.src_store, pair.dst_store)
+    listed: list[str] = []
+    list_tags = pair.worker.dest.list_tags
+
+    async def counted(repository: str) -> dict[str, str]:
+        listed.append(repository)
+        return await list_tags(repository)
+
+    pair.worker.dest.list_tags = counted  # type: ignore[method-assign]
+    for _ in range(3):  # tag, then see the mirror's tags equal the source's
+        await pair.worker.poll_once()
+    assert pair.b.catalog.get_tag("origin-mirror", "v1") == c1
+    before = len(listed)
+    for _ in range(40):
+        await pair.worker.poll_once()
+    # the mirror's tags are listed again every 20 rounds only
+    assert 1 <= len(listed) - before <= 2
+    # a new source tag is mirrored in the next round
+    pair.a.catalog.create_tag("origin", "v2", c1)
+    await pair.worker.poll_once()
+    assert pair.b.catalog.get_tag("origin-mirror", "v2") == c1
+    # a mirror tag changed behind the replicant's back is put right within 20 rounds
+    await pair.worker.poll_once()
+    pair.b.catalog.delete_tag("origin-mirror", "v1", force=True)
+    for _ in range(21):
+        await pair.worker.poll_once()
+    assert pair.b.catalog.get_tag("origin-mirror", "v1") == c1
+    for task in pair.worker._branch_tasks.values():
+        task.cancel()
+    await asyncio.gather(*pair.worker._branch_tasks.values(), return_exceptions=True)
+
+
+@pytest.mark.anyio
 async def test_a_synced_branch_costs_no_request_of_its_own_and_follows_a_new_head(
     pair: Pair,
 ) -> None:
