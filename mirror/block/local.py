@@ -209,11 +209,16 @@ class LocalBlockStore:
         self, directory: str, rel: str, prefix: str, after: str
     ) -> Iterator[tuple[str, os.DirEntry[str]]]:
         """Yield ``(key, directory entry)`` of the files under ``prefix`` after ``after``."""
-        for run in self._runs(directory, rel, prefix, after):
+        for _, run in self._runs(directory, rel, prefix, after):
             yield from run
 
-    def _runs(self, directory: str, rel: str, prefix: str, after: str) -> Iterator[_FileRun]:
-        """Yield :meth:`_walk`'s files in runs: a directory's files between its subdirectories."""
+    def _runs(
+        self, directory: str, rel: str, prefix: str, after: str
+    ) -> Iterator[tuple[str, _FileRun]]:
+        """Yield :meth:`_walk`'s files in runs, each with its directory.
+
+        A run is a directory's files between two of its subdirectories.
+        """
         try:
             entries = list(os.scandir(directory))
         except (FileNotFoundError, NotADirectoryError):
@@ -233,13 +238,13 @@ class LocalBlockStore:
                 if full < after and not after.startswith(full):
                     continue
                 if run:
-                    yield run
+                    yield directory, run
                     run = []
                 yield from self._runs(entry.path, full, prefix, after)
             elif full.startswith(prefix) and full > after:
                 run.append((full, entry))
         if run:
-            yield run
+            yield directory, run
 
     def list_detailed(self, prefix: str = "") -> Iterator[ListedObject]:
         """Yield objects under ``prefix`` in key order with their MD5 etags and mtimes.
@@ -258,19 +263,27 @@ class LocalBlockStore:
         sizes: list[int] = []
         etags: list[str] = []
         mtimes: list[int] = []
-        for run in self._runs(self._root_str, "", prefix, ""):
-            for key, entry in run:
-                try:
-                    size, etag, mtime = details(entry.path)
-                except (FileNotFoundError, NotADirectoryError):
-                    continue  # removed while listed
-                keys.append(key)
-                sizes.append(size)
-                etags.append(etag)
-                mtimes.append(mtime)
-                if len(keys) >= limit:
-                    yield ListedBatch(keys, sizes, etags, mtimes)
-                    keys, sizes, etags, mtimes = [], [], [], []
+        for directory, run in self._runs(self._root_str, "", prefix, ""):
+            # files are opened relative to their directory: one path lookup per directory
+            try:
+                dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # removed while listed
+            try:
+                for key, entry in run:
+                    try:
+                        size, etag, mtime = details(entry.name, dir_fd, entry.path)
+                    except (FileNotFoundError, NotADirectoryError):
+                        continue  # removed while listed
+                    keys.append(key)
+                    sizes.append(size)
+                    etags.append(etag)
+                    mtimes.append(mtime)
+                    if len(keys) >= limit:
+                        yield ListedBatch(keys, sizes, etags, mtimes)
+                        keys, sizes, etags, mtimes = [], [], [], []
+            finally:
+                os.close(dir_fd)
         if keys:
             yield ListedBatch(keys, sizes, etags, mtimes)
 
@@ -287,7 +300,7 @@ class LocalBlockStore:
 
 def _etag(path: str) -> str:
     """Return the MD5 etag of the file at ``path``: its stored attribute, or its bytes' digest."""
-    return _Details()(path)[1]
+    return _Details()(path, None, path)[1]
 
 
 _md5 = hashlib.md5
@@ -309,15 +322,19 @@ class _Details:
     def __init__(self) -> None:
         self._tagged = False
 
-    def __call__(self, path: str) -> tuple[int, str, int]:
-        """Return size, etag and mtime (Unix seconds) of the file at ``path``."""
+    def __call__(self, name: str, dir_fd: int | None, path: str) -> tuple[int, str, int]:
+        """Return size, etag and mtime (Unix seconds) of a file.
+
+        The file is ``name`` in the directory open as ``dir_fd`` (or ``name`` itself with no
+        ``dir_fd``), whose whole path is ``path``.
+        """
         if self._tagged:
-            st = os.stat(path)
+            st = os.stat(name, dir_fd=dir_fd)
             try:
                 return st.st_size, os.getxattr(path, _ETAG_XATTR).decode(), int(st.st_mtime)
             except OSError:
                 self._tagged = False
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(name, os.O_RDONLY, dir_fd=dir_fd)
         try:
             st = os.fstat(fd)
             size = st.st_size
