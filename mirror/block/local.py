@@ -257,7 +257,11 @@ class LocalBlockStore:
             yield from map(ListedObject, batch.keys, batch.sizes, batch.etags, batch.mtimes)
 
     def list_detailed_batches(self, prefix: str = "", limit: int = 1000) -> Iterator[ListedBatch]:
-        """Yield what :meth:`list_detailed` lists, as batches of up to ``limit`` objects."""
+        """Yield what :meth:`list_detailed` lists, as batches of up to ``limit`` objects.
+
+        A batch also ends before any file that is not a regular one (a FIFO, a device, a
+        symbolic link), whose opening may wait: what was listed before it is not held back.
+        """
         details = _Details()
         keys: list[str] = []
         sizes: list[int] = []
@@ -271,6 +275,10 @@ class LocalBlockStore:
                 continue  # removed while listed
             try:
                 for key, entry in run:
+                    if keys and not entry.is_file(follow_symlinks=False):
+                        # opening a FIFO (or a device) may wait: pass on what came before
+                        yield ListedBatch(keys, sizes, etags, mtimes)
+                        keys, sizes, etags, mtimes = [], [], [], []
                     try:
                         size, etag, mtime = details(entry.name, dir_fd, entry.path)
                     except (FileNotFoundError, NotADirectoryError):

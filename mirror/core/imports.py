@@ -373,26 +373,64 @@ def import_changes(
         next_gone = next(gone, None)
 
 
+class _Tally:
+    """Count imported objects as they are listed, telling ``progress`` each count."""
+
+    __slots__ = ("_progress", "count")
+
+    def __init__(self, progress: ImportProgress | None) -> None:
+        self.count = 0
+        self._progress = progress
+
+    def tell(self, more: int) -> None:
+        """Count ``more`` objects, telling ``progress`` each count in turn."""
+        if self._progress is None:
+            self.count += more
+            return
+        for n in range(self.count + 1, self.count + more + 1):
+            self.count = n
+            self._progress(n)
+
+
 def _listed_batches(
-    store: BlockStore, prefix: str, now: int
+    store: BlockStore, prefix: str, now: int, tally: _Tally | None
 ) -> Iterator[tuple[list[str], list[int], list[str], list[int]]]:
-    """Yield :func:`list_source`'s objects as batches of keys, sizes, etags and mtimes."""
-    batches: Callable[[str], Iterator[_ListedBatch]] | None = getattr(
+    """Yield :func:`list_source`'s objects as batches of keys, sizes, etags and mtimes.
+
+    ``tally`` counts them as the store lists them: each batch of a store that lists batches,
+    each object of another (so that a listing waiting on its store has told all before).
+    """
+    batches: Callable[[str, int], Iterator[_ListedBatch]] | None = getattr(
         store, "list_detailed_batches", None
     )
     if batches is not None:
-        for b in batches(prefix):
+        for b in batches(prefix, _BATCH):
             if b.keys:
+                if tally is not None:
+                    tally.tell(len(b.keys))
                 yield b.keys, b.sizes, b.etags, b.mtimes
         return
-    listed = list_source(store, prefix, now)
-    while chunk := list(itertools.islice(listed, _BATCH)):
-        yield (
-            [o.key for o in chunk],
-            [o.size for o in chunk],
-            [o.etag for o in chunk],
-            [o.mtime for o in chunk],
-        )
+    chunk: list[SourceObject] = []
+    for obj in list_source(store, prefix, now):
+        chunk.append(obj)
+        if tally is not None:
+            tally.tell(1)
+        if len(chunk) >= _BATCH:
+            yield _source_columns(chunk)
+            chunk = []
+    if chunk:
+        yield _source_columns(chunk)
+
+
+def _source_columns(
+    chunk: list[SourceObject],
+) -> tuple[list[str], list[int], list[str], list[int]]:
+    return (
+        [o.key for o in chunk],
+        [o.size for o in chunk],
+        [o.etag for o in chunk],
+        [o.mtime for o in chunk],
+    )
 
 
 def _check_order(source: ImportSource, previous: str, keys: list[str]) -> None:
@@ -409,7 +447,10 @@ def _check_order(source: ImportSource, previous: str, keys: list[str]) -> None:
 
 
 def _mapped_columns(
-    source: ImportSource, open_store: Callable[[str], BlockStore], now: int
+    source: ImportSource,
+    open_store: Callable[[str], BlockStore],
+    now: int,
+    tally: _Tally | None = None,
 ) -> Iterator[Columns]:
     """Yield the objects of one source as :data:`Columns` batches, in path order."""
     _, namespace, key = _split(source.path)
@@ -417,11 +458,13 @@ def _mapped_columns(
     base = namespace.rstrip("/") + "/"
     if source.type == "object":
         info = store.head(key)
+        if tally is not None:
+            tally.tell(1)
         yield [source.destination], [base + key], [info.size], [info.etag], [now]
         return
     previous = ""
     cut, destination = len(key), source.destination
-    for keys, sizes, etags, mtimes in _listed_batches(store, key, now):
+    for keys, sizes, etags, mtimes in _listed_batches(store, key, now, tally):
         _check_order(source, previous, keys)
         previous = keys[-1]
         paths = [destination + k[cut:] for k in keys]
@@ -429,7 +472,10 @@ def _mapped_columns(
 
 
 def _merged_columns(
-    sources: Sequence[ImportSource], open_store: Callable[[str], BlockStore], now: int
+    sources: Sequence[ImportSource],
+    open_store: Callable[[str], BlockStore],
+    now: int,
+    tally: _Tally,
 ) -> Iterator[Columns]:
     """Yield the objects of several sources in path order, the latest source's on a tie."""
 
@@ -438,8 +484,15 @@ def _merged_columns(
             for path, *row in zip(paths, addresses, sizes, etags, mtimes, strict=True):
                 yield path, i, tuple(row)  # type: ignore[misc]
 
+    def counted(
+        merged: Iterator[tuple[str, tuple[str, int, str, int]]],
+    ) -> Iterator[tuple[str, tuple[str, int, str, int]]]:
+        for item in merged:
+            tally.tell(1)
+            yield item
+
     streams = [rows(i, s) for i, s in enumerate(sources)]
-    merged = _dedup_last(heapq.merge(*streams, key=lambda t: (t[0], t[1])))
+    merged = counted(_dedup_last(heapq.merge(*streams, key=lambda t: (t[0], t[1]))))
     while chunk := list(itertools.islice(merged, _BATCH)):
         yield (
             [p for p, _ in chunk],
@@ -461,16 +514,17 @@ def import_runs(
 
     Each batch of listed objects becomes rows of columns
     (:func:`~mirror.core.record_columns.rows_of_columns`), yielded as runs between the
-    deletions of base keys that fall among them; ``progress`` is told every count, after the
-    run holding that object is taken.
+    deletions of base keys that fall among them. ``progress`` is told every count as the
+    objects are listed (merged, with several sources), so it leads what is written into ranges
+    by at most a batch, and a listing that waits on its store has told what came before.
     """
+    tally = _Tally(progress)
     if len(sources) == 1:  # one listing is in strict path order already: nothing to merge
-        batches = _mapped_columns(sources[0], open_store, now)
+        batches = _mapped_columns(sources[0], open_store, now, tally)
     else:
-        batches = _merged_columns(sources, open_store, now)
+        batches = _merged_columns(sources, open_store, now, tally)
     gone = _removed(sources, base)
     next_gone = next(gone, None)
-    count = 0
     for paths, addresses, sizes, etags, mtimes in batches:
         rows = rows_of_columns(
             paths,
@@ -486,25 +540,15 @@ def import_runs(
             at = bisect.bisect_left(paths, next_gone, start)
             if at > start:
                 yield rows, start, at
-                count = _told(progress, count, at - start)
                 start = at
             if paths[at] != next_gone:
                 yield next_gone, None
             next_gone = next(gone, None)
         if start < len(paths):
             yield rows, start, len(paths)
-            count = _told(progress, count, len(paths) - start)
     while next_gone is not None:
         yield next_gone, None
         next_gone = next(gone, None)
-
-
-def _told(progress: ImportProgress | None, count: int, more: int) -> int:
-    """Tell ``progress`` each count after ``count`` up to ``count + more``; return the last."""
-    if progress is not None:
-        for n in range(count + 1, count + more + 1):
-            progress(n)
-    return count + more
 
 
 def import_objects(

@@ -189,3 +189,17 @@ def test_detailed_batches_list_what_list_detailed_lists(tmp_path: Path) -> None:
         assert o.etag == hashlib.md5(expected[o.key]).hexdigest()
         assert o.size == len(expected[o.key])
         assert store.head(o.key).etag == o.etag
+
+
+def test_a_batch_ends_before_a_file_whose_opening_may_wait(tmp_path: Path) -> None:
+    store = LocalBlockStore(tmp_path / "store")
+    for name in ("f0", "f1", "f2", "f4"):
+        store.put(f"d/{name}", name.encode())
+    fifo = tmp_path / "store" / "d" / "f3"
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # a writer: opening it to read won't wait
+    try:
+        batches = [b.keys for b in store.list_detailed_batches("d/")]
+    finally:
+        os.close(held)
+    assert batches == [["d/f0", "d/f1", "d/f2"], ["d/f3", "d/f4"]]
