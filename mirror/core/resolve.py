@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mirror.core.context import CatalogContext
 from mirror.core.errors import (
@@ -13,7 +13,7 @@ from mirror.core.errors import (
     TagNotFoundError,
 )
 from mirror.core.ids import BranchID, CommitID, TagID
-from mirror.core.model import Commit, Repository
+from mirror.core.model import Branch, Commit, Repository
 from mirror.core.refexpr import Modifier, parse_ref
 
 __all__ = ["ResolvedRef", "commit_of", "require_commit_ref", "resolve_ref"]
@@ -27,21 +27,25 @@ class ResolvedRef:
         commit_id: The commit (for a branch, its head).
         branch: The branch, when the expression names one (possibly with ``@`` or ``$``).
         include_staging: Whether reads see the branch's staging area.
+        branch_record: The branch record read while resolving, with its stored bytes (a
+            read through the branch starts from it instead of reading it again).
     """
 
     commit_id: CommitID
     branch: BranchID | None = None
     include_staging: bool = False
+    branch_record: tuple[Branch, bytes] | None = field(default=None, compare=False)
 
 
 def _resolve_base(
     ctx: CatalogContext, repo: Repository, base: str
-) -> tuple[CommitID, BranchID | None]:
+) -> tuple[CommitID, tuple[Branch, bytes] | None]:
     if len(base) == 64 and all(c in "0123456789abcdef" for c in base):
         if ctx.refs.has_commit(repo, base):
             return CommitID(base), None
     try:
-        return ctx.refs.get_branch(repo, BranchID(base)).commit_id, BranchID(base)
+        record = ctx.refs.get_branch_raw(repo, BranchID(base))
+        return record[0].commit_id, record
     except BranchNotFoundError:
         pass
     try:
@@ -65,12 +69,13 @@ def resolve_ref(ctx: CatalogContext, repo: Repository, ref: str) -> ResolvedRef:
         RefNotFoundError: nothing matches, or not enough parents for a ``~``/``^`` step.
     """
     expr = parse_ref(ref)
-    cid, branch = _resolve_base(ctx, repo, expr.base)
+    cid, record = _resolve_base(ctx, repo, expr.base)
+    branch = BranchID(expr.base) if record is not None else None
     mod = expr.branch_modifier
     if mod is not None:
         if branch is None:
             raise InvalidRefError(f"invalid ref {ref!r}: '{mod.value}' applies only to a branch")
-        return ResolvedRef(cid, branch, mod is Modifier.STAGING)
+        return ResolvedRef(cid, branch, mod is Modifier.STAGING, record)
     for step, n in expr.steps:
         if step is Modifier.FIRST_PARENT:
             for _ in range(n):
@@ -85,7 +90,7 @@ def resolve_ref(ctx: CatalogContext, repo: Repository, ref: str) -> ResolvedRef:
             cid = parents[n - 1]
     if expr.steps:
         return ResolvedRef(cid)
-    return ResolvedRef(cid, branch, branch is not None)
+    return ResolvedRef(cid, branch, branch is not None, record)
 
 
 def require_commit_ref(ref: str) -> None:

@@ -13,7 +13,7 @@ from typing import TypeVar
 from mirror.core.context import CatalogContext
 from mirror.core.errors import TooManyTriesError
 from mirror.core.ids import BranchID, CommitID, StagingToken
-from mirror.core.model import Entry, Repository
+from mirror.core.model import Branch, Entry, Repository
 from mirror.core.resolve import ResolvedRef
 from mirror.core.staging import Tombstone
 
@@ -31,7 +31,11 @@ class View:
 
 
 def read_on_branch(
-    ctx: CatalogContext, repo: Repository, branch_id: BranchID, read: Callable[[View], T]
+    ctx: CatalogContext,
+    repo: Repository,
+    branch_id: BranchID,
+    read: Callable[[View], T],
+    record: tuple[Branch, bytes] | None = None,
 ) -> T:
     """Return what ``read`` finds in a view of a branch that was still current when it ended.
 
@@ -39,13 +43,14 @@ def read_on_branch(
     that took the branch before the move and a token after the drop would miss a staged
     object, or answer the value of the old head's tree instead. So the branch is read again
     once ``read`` is done, and the read starts over if the branch changed meanwhile.
-    ``read`` must not leave anything to be read lazily later.
+    ``read`` must not leave anything to be read lazily later. ``record``: the branch record
+    (and its stored bytes) just read by the caller, to start from instead of reading it again.
 
     Raises:
         BranchNotFoundError: the branch is gone.
         TooManyTriesError: the branch changed during every attempt.
     """
-    branch, raw = ctx.refs.get_branch_raw(repo, branch_id)
+    branch, raw = record if record is not None else ctx.refs.get_branch_raw(repo, branch_id)
     for _ in range(ctx.max_tries):
         result = read(View(branch.commit_id, branch.tokens))
         again, raw_again = ctx.refs.get_branch_raw(repo, branch_id)
@@ -62,7 +67,7 @@ def read_at(
 ) -> T:
     """Return what ``read`` finds at ``resolved`` (see :func:`read_on_branch` for branches)."""
     if resolved.include_staging and resolved.branch is not None:
-        return read_on_branch(ctx, repo, resolved.branch, read)
+        return read_on_branch(ctx, repo, resolved.branch, read, resolved.branch_record)
     return read(View(resolved.commit_id))
 
 
