@@ -518,7 +518,16 @@ def import_runs(
     objects are listed (merged, with several sources), so it leads what is written into ranges
     by at most a batch, and a listing that waits on its store has told what came before.
     """
-    tally = _Tally(progress)
+    return _import_runs(sources, open_store, base, now, _Tally(progress))
+
+
+def _import_runs(
+    sources: Sequence[ImportSource],
+    open_store: Callable[[str], BlockStore],
+    base: Callable[[str], Iterator[tuple[str, Entry]]],
+    now: int,
+    tally: _Tally,
+) -> Iterator[Change | Run]:
     if len(sources) == 1:  # one listing is in strict path order already: nothing to merge
         batches = _mapped_columns(sources[0], open_store, now, tally)
     else:
@@ -603,13 +612,13 @@ def import_objects(
         current, raw = catalog.refs.get_branch_raw(repo, branch_id)
         _clean(catalog, current, branch_id)
         parent = catalog.refs.get_commit(repo, current.commit_id)
-        counter = _Counter(progress)
-        changes = import_runs(
+        tally = _Tally(progress)
+        changes = _import_runs(
             sources,
             catalog.blocks.open,
             functools.partial(store.iterate, parent.metarange_id),
             int(clock()),
-            counter,
+            tally,
         )
         mid, stats = apply_changes(store, catalog.chunking, parent.metarange_id, changes)
         commit = new_commit(
@@ -636,22 +645,9 @@ def import_objects(
         catalog.hooks.post(
             replace(pre, event_type="post-commit", source_ref=commit.id, commit_id=commit.id), run
         )
-        return ImportResult(commit, counter.count, stats)
+        return ImportResult(commit, tally.count, stats)
     assert last is not None
     raise last
-
-
-class _Counter:
-    """Keep the last count of ingested objects and pass it on."""
-
-    def __init__(self, progress: ImportProgress | None) -> None:
-        self.count = 0
-        self._progress = progress
-
-    def __call__(self, ingested: int) -> None:
-        self.count = ingested
-        if self._progress is not None:
-            self._progress(ingested)
 
 
 def _clean(catalog: Catalog, branch: Branch, branch_id: BranchID) -> None:
