@@ -1,7 +1,7 @@
 """An import streamed as runs of columns writes the tree the record-by-record import writes.
 
-:func:`~mirror.core.imports.import_runs` (what :func:`import_objects` uses) and
-:func:`~mirror.core.imports.import_changes` (an entry per object) are applied onto the same
+:func:`~mirror.core.import_listing.import_runs` (what :func:`import_objects` uses) and
+:func:`~mirror.core.import_listing.import_changes` (an entry per object) are applied onto the same
 base trees, from real directories listed by :class:`~mirror.block.local.LocalBlockStore`: one
 source and several (overlapping, the later winning), onto a tree holding objects under the
 destination (kept when unchanged, replaced, removed), and from a store that lists no details

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mirror.block.resolver import BlockResolver
-from mirror.core import Catalog, ChunkingParams, imports, open_memory
+from mirror.core import Catalog, ChunkingParams, import_listing, open_memory
 from mirror.core.columnar import RangeData
 from mirror.core.committed import METADATA_PREFIX, CommittedStore, WriteStats
 from mirror.core.errors import DirtyBranchError, RepositoryReadOnlyError
@@ -117,7 +117,7 @@ def test_import_holds_about_one_range_of_records(
 
     monkeypatch.setattr(CommittedStore, "_put_range", counting)
     # listed in batches of 100 (two at a time: the one being written and the next one)
-    monkeypatch.setattr(imports, "_BATCH", 100)
+    monkeypatch.setattr(import_listing, "_BATCH", 100)
     held: list[int] = []
     sources = [ImportSource("common_prefix", "local://src/tables/", "t/")]
     import_objects(
