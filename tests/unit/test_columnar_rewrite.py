@@ -41,6 +41,7 @@ from mirror.core.encoding import (
     record_encoding,
 )
 from mirror.core.tree_writer import MetaRangeWriter, apply_changes
+from tests.unit.entry_strategies import entries
 
 # small ranges, so that a few dozen records span many ranges, hash boundaries and size splits
 PARAMS = (
@@ -50,18 +51,6 @@ PARAMS = (
 )
 
 keys = st.text(alphabet="ab/=.é日", min_size=1, max_size=7)
-entries = st.builds(
-    Entry,
-    address=st.text(alphabet="xyz/ü", max_size=12),
-    size=st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    checksum=st.text(alphabet="0123456789abcdef", max_size=32),
-    mtime=st.integers(min_value=0, max_value=2**40),
-    content_type=st.sampled_from(["", "application/octet-stream", "text/csv; charset=ü"]),
-    metadata=st.one_of(
-        st.just({}), st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3)
-    ),
-    address_type=st.sampled_from(list(AddressType)),
-)
 trees = st.dictionaries(keys, entries, max_size=80)
 
 

@@ -22,6 +22,7 @@ from mirror.core.committed import METADATA_PREFIX, CommittedStore
 from mirror.core.encoding import boundary_positions, key_hash, range_digest, record_encoding
 from mirror.core.record_columns import rows_of_columns, rows_of_records
 from mirror.core.tree_writer import apply_changes
+from tests.unit.entry_strategies import entries
 
 PARAMS = (
     ChunkingParams(raggedness=5, max_bytes=1 << 20),
@@ -30,18 +31,6 @@ PARAMS = (
 )
 
 keys = st.text(alphabet="ab/=.é日\U0001f600", min_size=1, max_size=7)
-entries = st.builds(
-    Entry,
-    address=st.text(alphabet="xyz/ü", max_size=12),
-    size=st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.just(0),
-    checksum=st.text(alphabet="0123456789abcdef", max_size=32),
-    mtime=st.integers(min_value=0, max_value=2**40),
-    content_type=st.sampled_from(["", "application/octet-stream", "text/csv; charset=ü"]),
-    metadata=st.one_of(
-        st.just({}), st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3)
-    ),
-    address_type=st.sampled_from(list(AddressType)),
-)
 records = st.dictionaries(keys, entries, min_size=1, max_size=60).map(lambda d: sorted(d.items()))
 settled = settings(max_examples=40, deadline=None, derandomize=True)
 
