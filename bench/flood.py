@@ -1,10 +1,11 @@
-"""The closed-loop clients of ``bench.overload``, run in a process of their own.
+"""The closed-loop clients of ``bench.overload`` and ``bench.throughput``, in a process apart.
 
 Each client is one keep-alive connection of raw asyncio sockets (no HTTP library: the clients
 must not be the bottleneck on the cores they share with the server) sending ``GET
-/refs/main/objects`` of one of the bench's objects again as soon as it has its answer; a client
-answered 503 waits ``Retry-After`` first, or not at all (``retry="immediate"``). The process
-imports this module alone (multiprocessing's spawn), not the server's stack.
+/refs/main/objects`` (or ``/objects/stat``) of one of the bench's objects again as soon as it
+has its answer; a client answered 503 waits ``Retry-After`` first, or not at all
+(``retry="immediate"``). The process imports this module alone (multiprocessing's spawn), not
+the server's stack.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "CONNECTS_PER_SECOND",
     "DEFAULT_OBJECTS",
     "DEFAULT_WARM_UP",
+    "OPERATIONS",
     "REPO",
     "Phase",
     "run_phase",
@@ -35,6 +37,8 @@ CONNECTS_PER_SECOND = 1000
 DEFAULT_WARM_UP = 2.0
 """Seconds at the start of a phase whose answers are not counted."""
 ANSWER_TIMEOUT = 60.0
+OPERATIONS = {"read": "objects", "stat": "objects/stat"}
+"""The path under ``/refs/main/`` of each operation a phase's clients may send."""
 
 
 @dataclass
@@ -46,6 +50,8 @@ class Phase:
     seconds: float
     objects: int = DEFAULT_OBJECTS
     warm_up: float = DEFAULT_WARM_UP
+    operation: str = "read"
+    """What each request does to one of the objects: ``read`` (its bytes) or ``stat``."""
     admitted: int = 0
     refused: int = 0
     errors: Counter[str] = field(default_factory=Counter)
@@ -114,7 +120,8 @@ async def _client(
         try:
             if writer is None:
                 reader, writer = await asyncio.open_connection(*address)
-            path = f"{API}/repositories/{REPO}/refs/main/objects?path=o/{i % phase.objects:04d}"
+            path = f"{API}/repositories/{REPO}/refs/main/{OPERATIONS[phase.operation]}"
+            path += f"?path=o/{i % phase.objects:04d}"
             i += 1
             sent = time.monotonic()
             writer.write(

@@ -57,3 +57,21 @@ def test_bench_overload_rejects_bad_arguments() -> None:
     for argv in (["--max-concurrent", "0"], ["--max-queued", "-1"], ["--flood-seconds", "0"]):
         with pytest.raises(SystemExit):
             main(argv)
+
+
+def test_bench_throughput_prints_stats_and_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.throughput import main as throughput
+
+    argv = ["--clients", "2", "--seconds", "0.5", "--rounds", "1", "--objects", "5"]
+    assert throughput([*argv, "--warm-up", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    phases = _table(lines, PHASE_COLUMNS)
+    assert [(r[0], r[1], r[6], r[7]) for r in phases] == [
+        ("stat, round 1", "2", "0", "0"),
+        ("read, round 1", "2", "0", "0"),
+    ]
+    assert all(float(r[3].replace(",", "")) > 0 for r in phases)
+    summary = _table(
+        lines, ("operation", "req/s (median)", "per server CPU s (median)", "target req/s")
+    )
+    assert [r[0] for r in summary] == ["stat", "read"]
