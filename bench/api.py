@@ -506,13 +506,21 @@ def serve_bare(port: int, log_level: str) -> int:
     return 0
 
 
+# An idle pooled connection is dropped by the client before the server's keep-alive timeout
+# (server.keep_alive_timeout, 5 s) closes it: with both at 5 s, a request sent on a connection
+# idle since the previous cell could meet the server's close and be reset.
+_LIMITS = httpx.Limits(keepalive_expiry=2.0)
+
+
 @contextmanager
 def _clients(
     url: str, count: int, auth: tuple[str, str] | None = None
 ) -> Iterator[list[httpx.Client]]:
     with ExitStack() as stack:
         yield [
-            stack.enter_context(httpx.Client(base_url=url, auth=auth, timeout=REQUEST_TIMEOUT))
+            stack.enter_context(
+                httpx.Client(base_url=url, auth=auth, timeout=REQUEST_TIMEOUT, limits=_LIMITS)
+            )
             for _ in range(count)
         ]
 
