@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import describe, run_footer
-from mirror.core import Catalog, Entry, WriteStats, open_embedded
+from mirror.core import Catalog, CommitResult, Entry, WriteStats, open_embedded
 from mirror.core.diff import diff_trees
 
-__all__ = ["COLUMNS", "main"]
+__all__ = ["COLUMNS", "Timings", "Worker", "main"]
 
 DEFAULT_SIZES = (1_000, 100_000, 1_000_000)
 TABLES = (
@@ -191,19 +191,27 @@ class Worker:
             "ranges": len(ranges),
         }
 
+    def clustered_commit(self, timing: Timings, message: str) -> tuple[CommitResult, int]:
+        """Stage one clustered change set (not timed), commit it under ``timing``.
+
+        Returns the commit and how many changes it had to make (checked).
+        """
+        self._new_partition("main", self._table(), CHANGES - OVERWRITES)
+        overwritten = self.layout.partition(self.rng)[:OVERWRITES]
+        for key in overwritten:
+            self._upload("main", key)
+        result: CommitResult = timing.run(lambda: self.catalog.commit(REPO, "main", message))
+        expected = CHANGES - OVERWRITES + len(overwritten)
+        if result.stats.changes != expected:
+            raise AssertionError(f"expected {expected} changes, got {result.stats.changes}")
+        return result, expected
+
     def clustered(self) -> dict[str, Any]:
         """Commit new partitions plus a few overwrites; diff each commit against its parent."""
         commits, diffs = Timings(), Timings()
         files, diff_read = [], []
         for r in range(self.repeat):
-            self._new_partition("main", self._table(), CHANGES - OVERWRITES)
-            overwritten = self.layout.partition(self.rng)[:OVERWRITES]
-            for key in overwritten:
-                self._upload("main", key)
-            result = commits.run(lambda r=r: self.catalog.commit(REPO, "main", f"c{r}"))
-            expected = CHANGES - OVERWRITES + len(overwritten)
-            if result.stats.changes != expected:
-                raise AssertionError(f"expected {expected} changes, got {result.stats.changes}")
+            result, expected = self.clustered_commit(commits, f"c{r}")
             files.append(result.stats.files_written)
             cold = self.fresh()
             count = diffs.run(lambda c=cold: sum(1 for _ in c.diff(REPO, "main~1", "main")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated, Concatenate, ParamSpec, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
@@ -111,12 +111,22 @@ def inline_repository(state: ApiState, repository: str) -> Repository | None:
 
 
 async def run_read(
-    state: ApiState, repository: str, read: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    state: ApiState,
+    repository: str,
+    read: Callable[Concatenate[str | Repository, P], T],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
 ) -> T:
-    """Return ``read(*args, **kwargs)``, on the event loop when :func:`reads_inline` says so."""
-    if reads_inline(state, repository):
-        return read(*args, **kwargs)
-    return await run_in_threadpool(read, *args, **kwargs)
+    """Return ``read(repo, *args, **kwargs)``, on the event loop when :func:`reads_inline` says so.
+
+    On the event loop ``repo`` is the repository's record, read once for both the choice and
+    the read; on a worker thread it is the name ``repository``, and the read looks it up.
+    """
+    repo = inline_repository(state, repository)
+    if repo is not None:
+        return read(repo, *args, **kwargs)
+    return await run_in_threadpool(read, repository, *args, **kwargs)
 
 
 async def get_state(request: Request) -> ApiState:

@@ -19,6 +19,7 @@ __all__ = [
     "PageDep",
     "PageQuery",
     "page",
+    "page_fields",
     "page_query",
     "page_size",
 ]
@@ -51,6 +52,19 @@ def page(
         results=len(results),
         max_per_page=MAX_PER_PAGE,
     )
+
+
+def page_fields(has_more: bool, next_offset: str, results: int) -> dict[str, Any]:
+    """Return a page's ``pagination`` object as a dictionary, for answers encoded without models.
+
+    ``next_offset`` is kept only when there is more to list, as :func:`page` does.
+    """
+    return {
+        "has_more": has_more,
+        "next_offset": next_offset if has_more else "",
+        "results": results,
+        "max_per_page": MAX_PER_PAGE,
+    }
 
 
 _BY_ID: Callable[[Any], str] = attrgetter("id")

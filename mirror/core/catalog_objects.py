@@ -75,8 +75,8 @@ class ObjectsFacade:
         """Stage many already-written entries in one KV batch."""
         return objects.stage_objects(self._ctx, repository, branch, items, force=force)
 
-    def stat_object(self, repository: str, ref: str, path: str) -> ObjectStat:
-        """Return an object's entry at ``ref``.
+    def stat_object(self, repository: str | Repository, ref: str, path: str) -> ObjectStat:
+        """Return an object's entry at ``ref`` (``repository``: a name, or a record just read).
 
         Raises:
             ObjectNotFoundError: nothing at ``path``.
@@ -133,7 +133,7 @@ class ObjectsFacade:
 
     def list_objects(
         self,
-        repository: str,
+        repository: str | Repository,
         ref: str,
         prefix: str = "",
         *,
@@ -142,6 +142,8 @@ class ObjectsFacade:
         delimiter: str = "",
     ) -> ListResult:
         """Return one page of objects (and common prefixes, with a delimiter) under ``prefix``.
+
+        ``repository``: a name, or a record just read.
 
         On a branch, the page is read again if a commit moved the branch meanwhile, so that it
         never lacks an object staged before the listing started.

@@ -85,6 +85,17 @@ class CatalogContext:
         """
         return self.refs.get_repository(validate_repository_id(name))
 
+    def record(self, repository: str | Repository) -> Repository:
+        """Return ``repository`` if it is a record already read, else the record of that name.
+
+        Raises:
+            InvalidNameError: bad repository name.
+            RepositoryNotFoundError: no such repository.
+        """
+        if isinstance(repository, Repository):
+            return repository
+        return self.repository(repository)
+
     def writable(self, name: str, force: bool = False) -> Repository:
         """Return the repository called ``name`` if it may be written (or ``force``).
 

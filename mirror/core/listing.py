@@ -223,7 +223,7 @@ def _cut(spans: list[RangeSpan], amount: int) -> tuple[tuple[RangeSpan, ...], bo
 
 def list_objects(
     ctx: CatalogContext,
-    repository: str,
+    repository: str | Repository,
     ref: str,
     prefix: str,
     *,
@@ -233,9 +233,10 @@ def list_objects(
 ) -> ListResult:
     """Return one page of objects (and common prefixes, with a delimiter) under ``prefix``.
 
-    On a branch, the page is read again if a commit moved the branch meanwhile.
+    ``repository``: a name, or a record just read. On a branch, the page is read again if a
+    commit moved the branch meanwhile.
     """
-    repo = ctx.repository(repository)
+    repo = ctx.record(repository)
     resolved = resolve_ref(ctx, repo, ref)
     return read_at(
         ctx,

@@ -101,18 +101,20 @@ def stage_objects(
     return [ObjectStat(p, e, physical_address(repo, e)) for p, e in staged]
 
 
-def stat_object(ctx: CatalogContext, repository: str, ref: str, path: str) -> ObjectStat:
-    """Return an object's entry at ``ref``.
+def stat_object(
+    ctx: CatalogContext, repository: str | Repository, ref: str, path: str
+) -> ObjectStat:
+    """Return an object's entry at ``ref`` (``repository``: a name, or a record just read).
 
     Raises:
         ObjectNotFoundError: nothing at ``path``.
     """
-    repo = ctx.repository(repository)
+    repo = ctx.record(repository)
     validate_path(path)
     resolved = resolve_ref(ctx, repo, ref)
     entry = read_at(ctx, repo, resolved, lambda view: value_at(ctx, repo, view, path))
     if entry is None:
-        raise ObjectNotFoundError(f"object {path!r} at {repository}/{ref}")
+        raise ObjectNotFoundError(f"object {path!r} at {repo.id}/{ref}")
     return ObjectStat(path, entry, physical_address(repo, entry))
 
 
@@ -121,7 +123,7 @@ def read_object(
 ) -> bytes:
     """Return bytes ``[start, end)`` of the object at ``path`` of ``ref``."""
     repo = ctx.repository(repository)
-    stat = stat_object(ctx, repository, ref, path)
+    stat = stat_object(ctx, repo, ref, path)
     store, key = open_entry(ctx, repo, stat.entry)
     return store.get(key, start, end)
 

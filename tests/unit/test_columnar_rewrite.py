@@ -41,7 +41,7 @@ from mirror.core.encoding import (
     record_encoding,
 )
 from mirror.core.tree_writer import MetaRangeWriter, apply_changes
-from tests.unit.entry_strategies import entries
+from tests.unit.entry_strategies import change_sets, entries
 
 # small ranges, so that a few dozen records span many ranges, hash boundaries and size splits
 PARAMS = (
@@ -52,34 +52,6 @@ PARAMS = (
 
 keys = st.text(alphabet="ab/=.é日", min_size=1, max_size=7)
 trees = st.dictionaries(keys, entries, max_size=80)
-
-
-@st.composite
-def change_sets(draw: st.DrawFn, tree: dict[str, Entry]) -> dict[str, Entry | None]:
-    """Return changes to ``tree``: deletes, overwrites, same-identity rewrites and additions."""
-    changes: dict[str, Entry | None] = {}
-    existing = sorted(tree)
-    if existing:
-        touched = draw(st.lists(st.sampled_from(existing), max_size=12, unique=True))
-        for key in touched:
-            kind = draw(st.sampled_from(["delete", "overwrite", "same"]))
-            if kind == "delete":
-                changes[key] = None
-            elif kind == "overwrite":
-                changes[key] = draw(entries)
-            else:
-                e = tree[key]
-                # same identity, other address: the base record is kept
-                changes[key] = Entry(
-                    e.address + "-moved", e.size, e.checksum, e.mtime, e.content_type,
-                    dict(e.metadata), e.address_type,
-                )  # fmt: skip
-    for key, entry in draw(st.dictionaries(keys, entries, max_size=12)).items():
-        changes.setdefault(key, entry)
-    for key in draw(st.lists(keys, max_size=3)):
-        if key not in tree:
-            changes.setdefault(key, None)  # deleting what is not there changes nothing
-    return changes
 
 
 def applied(tree: dict[str, Entry], changes: dict[str, Entry | None]) -> dict[str, Entry]:
@@ -175,7 +147,7 @@ def test_rewritten_tree_is_byte_identical_to_the_record_path(
     assert old_mid == mid
     tree = base
     for step in range(3):
-        changes = data.draw(change_sets(tree))
+        changes = data.draw(change_sets(tree, keys))
         # warm: ranges written by the previous step come from the cache; cold: from their files
         store = warm if step != 1 else CommittedStore(block, cache_size=0)
         mid, stats = apply_changes(store, params, mid, sorted(changes.items()), WriteStats())

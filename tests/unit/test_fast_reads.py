@@ -190,3 +190,41 @@ def test_the_fast_routes_can_be_left_out(
     assert fast_reads() is False
     monkeypatch.delenv(FAST_READS_ENV)
     assert fast_reads() is True
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        ("/main/objects/stat", {"path": "a.txt"}),
+        ("/main/objects/stat", {"path": "a.txt", "presign": "False"}),
+        ("/main/objects", {"path": "a.txt"}),
+        ("/main/objects", {"path": "a.txt", "presign": "False"}),
+        ("/main/objects/ls", {}),
+    ],
+)
+async def test_a_read_reads_no_record_twice(
+    client: httpx.AsyncClient,
+    catalog: Catalog,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    query: dict[str, str],
+) -> None:
+    """The repository record read to choose where a read runs is the one the read uses."""
+    await client.get(REF + path, params=query, headers=ADMIN)  # warm: sign-in remembered
+    keys: list[bytes] = []
+    get = SqliteKV.get
+
+    def recorded(self: SqliteKV, key: bytes) -> bytes | None:
+        keys.append(key)
+        return get(self, key)
+
+    monkeypatch.setattr(SqliteKV, "get", recorded)
+    answer = await client.get(REF + path, params=query, headers=ADMIN)
+    assert answer.status_code == 200
+    assert keys.count(b"repos/repo") == 1, keys
+    # the branch is read again once the read is done, to see that it did not move meanwhile
+    branch = [k for k in keys if k.endswith(b"/branches/main")]
+    assert 1 <= len(branch) <= 2, keys
+    others = [k for k in keys if not k.endswith(b"/branches/main")]
+    assert len(others) == len(set(others)), keys

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mirror.api.convert import json_response, object_rows
 from mirror.api.listing_rows import ListingRows, listing_body
+from mirror.api.paging import page_fields
 from mirror.block import BlockResolver
 from mirror.core.catalog import Catalog
 from mirror.core.committed import ChunkingParams
@@ -30,23 +31,13 @@ def catalog(tmp_path: Path) -> Iterator[Catalog]:
 def _rows_one_by_one(listed: ListResult, user_metadata: bool) -> bytes:
     """The page as the route encodes rows built one by one (the bytes of its response model)."""
     rows = object_rows(listed.rows, user_metadata)
-    pagination = {
-        "has_more": listed.has_more,
-        "next_offset": listed.next_offset if listed.has_more else "",
-        "results": len(rows),
-        "max_per_page": 1000,
-    }
+    pagination = page_fields(listed.has_more, listed.next_offset, len(rows))
     return bytes(json_response({"pagination": pagination, "results": rows}).body)
 
 
 def _body(listed: ListResult, cache: ListingRows, user_metadata: bool) -> bytes:
     count = sum(s.hi - s.lo for s in listed.spans)
-    pagination = {
-        "has_more": listed.has_more,
-        "next_offset": listed.next_offset if listed.has_more else "",
-        "results": count,
-        "max_per_page": 1000,
-    }
+    pagination = page_fields(listed.has_more, listed.next_offset, count)
     return listing_body(listed, cache, user_metadata, pagination)
 
 

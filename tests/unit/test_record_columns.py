@@ -22,7 +22,7 @@ from mirror.core.committed import METADATA_PREFIX, CommittedStore
 from mirror.core.encoding import boundary_positions, key_hash, range_digest, record_encoding
 from mirror.core.record_columns import rows_of_columns, rows_of_records
 from mirror.core.tree_writer import apply_changes
-from tests.unit.entry_strategies import entries
+from tests.unit.entry_strategies import change_sets, entries
 
 PARAMS = (
     ChunkingParams(raggedness=5, max_bytes=1 << 20),
@@ -106,29 +106,7 @@ def runs_and_changes(
     New records are new keys, base keys with another entry, and base keys with an entry of the
     same identity (which keeps the base record); deletions of other base keys fall among them.
     """
-    changes: dict[str, Entry | None] = {}
-    existing = sorted(base)
-    for key in (
-        draw(st.lists(st.sampled_from(existing), max_size=20, unique=True)) if existing else []
-    ):
-        kind = draw(st.sampled_from(["delete", "overwrite", "same"]))
-        if kind == "delete":
-            changes[key] = None
-        elif kind == "overwrite":
-            changes[key] = draw(entries)
-        else:
-            old = base[key]
-            changes[key] = Entry(
-                address=old.address + "-moved",
-                size=old.size,
-                checksum=old.checksum,
-                mtime=old.mtime + 1,
-                content_type=old.content_type,
-                metadata=dict(old.metadata),
-                address_type=old.address_type,
-            )
-    for key, entry in draw(st.dictionaries(keys, entries, max_size=60)).items():
-        changes.setdefault(key, entry)
+    changes = draw(change_sets(base, keys, touched=20, added=60, absent=0))
     ordered = sorted(changes.items())
     # cut the changes into batches; a batch's new records are one rows object, given as runs
     # between its deletions (cut further at random)

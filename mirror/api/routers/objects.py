@@ -254,7 +254,7 @@ async def _read_object(state: ApiState, caller: Caller, read: _Read) -> Response
     repo = inline_repository(state, read.repository)
     if repo is None:
         return await run_in_threadpool(_get_object, state, caller, read)
-    stat = _readable_stat(state, caller, read)
+    stat = _readable_stat(state, caller, read, repo)
     args = (read.repository, state, stat, read.range_, read.if_none_match, repo)
     if stat.entry.address_type is AddressType.FULL and not stat.entry.address.startswith(
         LOCAL_SCHEME
@@ -264,10 +264,15 @@ async def _read_object(state: ApiState, caller: Caller, read: _Read) -> Response
     return _serve_object(*args)
 
 
-def _readable_stat(state: ApiState, caller: Caller, read: _Read) -> ObjectStat:
-    """Return the object ``read`` asks for, once the caller may read it."""
+def _readable_stat(
+    state: ApiState, caller: Caller, read: _Read, repo: Repository | None = None
+) -> ObjectStat:
+    """Return the object ``read`` asks for, once the caller may read it.
+
+    ``repo``: the repository's record, when this request read it already.
+    """
     caller.require(Permission(Action.READ_OBJECT, object_arn(read.repository, read.path)))
-    return state.catalog.stat_object(read.repository, read.ref, read.path)
+    return state.catalog.stat_object(repo or read.repository, read.ref, read.path)
 
 
 def _get_object(state: ApiState, caller: Caller, read: _Read) -> Response:
@@ -333,10 +338,17 @@ async def stat_object(
 
 
 def _stat_object(
-    repository: str, ref: str, state: ApiState, caller: Caller, path: str, user_metadata: bool
+    repo: str | Repository,
+    repository: str,
+    ref: str,
+    state: ApiState,
+    caller: Caller,
+    path: str,
+    user_metadata: bool,
 ) -> Response:
+    """Answer a stat (``repo``: the repository's record when already read, else its name)."""
     caller.require(Permission(Action.READ_OBJECT, object_arn(repository, path)))
-    stat = state.catalog.stat_object(repository, ref, path)
+    stat = state.catalog.stat_object(repo, ref, path)
     return json_response(object_row(stat, user_metadata=user_metadata))
 
 
@@ -375,6 +387,7 @@ async def list_objects(
 
 
 def _list_objects(
+    repo: str | Repository,
     repository: str,
     ref: str,
     state: ApiState,
@@ -387,7 +400,7 @@ def _list_objects(
 ) -> Response:
     caller.require(Permission(Action.LIST_OBJECTS, repository_arn(repository)))
     listed = state.catalog.list_objects(
-        repository, ref, prefix, after=after, amount=page_size(amount), delimiter=delimiter
+        repo, ref, prefix, after=after, amount=page_size(amount), delimiter=delimiter
     )
     if listed.spans:
         # committed objects only: the page is slices of its ranges' rows, encoded once

@@ -1,0 +1,155 @@
+"""The commit-time ratio of a large repository to a small one, from interleaved commits.
+
+Run ``python -m bench.commit_ratio`` (options: ``--sizes``, ``--runs``, ``--repeat``).
+``bench.core`` measures each repository size in a process of its own, one after the other, so
+its ratio compares two stretches of time on a shared machine: the same code gave 1.13x and
+2.04x on two runs minutes apart. Here every run starts one process per size (each builds its
+repository in one bulk commit, as ``bench.core`` does), then asks them in turn for one
+clustered commit at a time (95 new objects in a new date partition plus 5 overwrites in one
+existing partition, staged untimed), alternating which size goes first, so both sizes are
+measured under the same machine state. A run's ratio is the median CPU time of the larger
+size's commits over the smaller's; each run builds its repositories anew, so the small one
+stays small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from bench.core import Timings, Worker, machine
+from bench.machine import run_footer
+
+__all__ = ["main"]
+
+_READY = "ready"
+
+
+def _serve(n: int, seed: int) -> None:
+    """Worker side: build an ``n``-object repository, then commit once per line read."""
+    with tempfile.TemporaryDirectory(prefix="bench-ratio-") as tmp:
+        worker = Worker(Path(tmp), n, 1, seed)
+        built = worker.build()
+        print(json.dumps({_READY: True, **built}), flush=True)
+        for i, line in enumerate(sys.stdin):
+            if line.strip() != "commit":
+                break
+            timing = Timings()
+            result, _ = worker.clustered_commit(timing, f"r{i}")
+            print(
+                json.dumps(
+                    {
+                        "cpu_ms": timing.cpu[0] * 1000.0,
+                        "wall_ms": timing.wall[0] * 1000.0,
+                        "files": result.stats.files_written,
+                    }
+                ),
+                flush=True,
+            )
+
+
+class _Size:
+    """One worker process, asked for a commit at a time."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        root = Path(__file__).resolve().parent.parent
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+        cmd = [sys.executable, "-m", "bench.commit_ratio", "--worker", str(n), "--seed", str(seed)]
+        self.n = n
+        self.proc = subprocess.Popen(
+            cmd, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.cpu_ms: list[float] = []
+        self.built: dict[str, Any] = {}
+
+    def _answer(self) -> dict[str, Any]:
+        out: IO[str] | None = self.proc.stdout
+        line = out.readline() if out is not None else ""
+        if not line:
+            raise SystemExit(f"worker of {self.n:,} objects ended (exit {self.proc.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def ready(self) -> None:
+        """Wait until the repository is built."""
+        self.built = self._answer()
+
+    def commit(self) -> None:
+        """Have the worker make one clustered commit; keep its CPU time."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("commit\n")
+        self.proc.stdin.flush()
+        self.cpu_ms.append(float(self._answer()["cpu_ms"]))
+
+    def close(self) -> None:
+        """End the worker."""
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
+def run_once(sizes: Sequence[int], repeat: int, seed: int) -> list[_Size]:
+    """Build one repository per size, then interleave ``repeat`` commits on each."""
+    workers = [_Size(n, seed) for n in sizes]
+    try:
+        for w in workers:
+            w.ready()
+        for r in range(repeat):
+            for w in workers if r % 2 == 0 else reversed(workers):
+                w.commit()
+    finally:
+        for w in workers:
+            w.close()
+    return workers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the interleaved runs and print each run's medians and ratio."""
+    parser = argparse.ArgumentParser(prog="python -m bench.commit_ratio", description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs=2, default=[1_000, 1_000_000])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=21, help="commits per size and run")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--target", type=float, default=1.2)
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker is not None:
+        _serve(args.worker, args.seed)
+        return 0
+    if args.runs < 1 or args.repeat < 1 or min(args.sizes) < 1:
+        parser.error("--sizes, --runs and --repeat must be positive")
+    small, large = sorted(args.sizes)
+    started, load = time.perf_counter(), os.getloadavg()[0]
+    print(f"machine: {machine()}")
+    print(
+        f"command: python -m bench.commit_ratio --sizes {small} {large} --runs {args.runs} "
+        f"--repeat {args.repeat}"
+    )
+    print(f"commit 100 clustered, CPU ms, median of {args.repeat} interleaved commits a run\n")
+    print(f"| run | {small:,} objects | {large:,} objects | ratio | target <= {args.target}x |")
+    print("|----:|------:|------:|------:|:------|")
+    ratios = []
+    for run in range(args.runs):
+        low, high = run_once([small, large], args.repeat, args.seed + run)
+        a, b = statistics.median(low.cpu_ms), statistics.median(high.cpu_ms)
+        ratios.append(b / a)
+        verdict = "met" if b / a <= args.target else "missed"
+        print(f"| {run + 1} | {a:.2f} | {b:.2f} | {b / a:.2f}x | {verdict} |", flush=True)
+    met = sum(r <= args.target for r in ratios)
+    print(f"\nratio median {statistics.median(ratios):.2f}x; {met} of {args.runs} runs met")
+    print(run_footer(started, load))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
