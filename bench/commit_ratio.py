@@ -96,6 +96,8 @@ class _Size:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 def run_once(sizes: Sequence[int], repeat: int, seed: int) -> list[_Size]:
