@@ -90,13 +90,13 @@ two on the same build (not a configuration key)."""
 
 
 FAST_READS_ENV = "_LAKEMIRROR_FAST_READS"
-"""``off`` sends stat, read and list through FastAPI's routes too (:mod:`mirror.api.fast_reads`):
-``bench.http_stack --compare fast-reads`` compares the two on the same build (not a
-configuration key)."""
+"""``off`` sends stat, read, list and commit through FastAPI's routes too
+(:mod:`mirror.api.fast_reads`): ``bench.http_stack --compare fast-reads`` compares the two on
+the same build (not a configuration key)."""
 
 
 def fast_reads() -> bool:
-    """Return whether the API serves plain object reads by its fast routes (see FAST_READS_ENV)."""
+    """Return whether the API serves plain reads and commits by its fast routes (FAST_READS_ENV)."""
     return os.environ.get(FAST_READS_ENV) != "off"
 
 

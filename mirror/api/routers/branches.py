@@ -6,12 +6,14 @@ history: it is recorded in the audit trail (``branch.hard_reset``, the head befo
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
+from starlette.concurrency import run_in_threadpool
 
 from mirror.api.audit import AuditDep
 from mirror.api.convert import commit_model, diff_model, model_response
 from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
+from mirror.api.fast_reads import BODY, FastRoutes, QueryParam, QueryValues
 from mirror.api.listing import CommonPrefix, group_paths
 from mirror.api.models import (
     BranchCreation,
@@ -38,7 +40,7 @@ from mirror.auth.permissions import Action, Permission, branch_arn, repository_a
 from mirror.core.model import DiffEntry
 from mirror.errors import InvalidValueError, LakeMirrorError
 
-__all__ = ["diff_rows", "router"]
+__all__ = ["FAST_ROUTES", "diff_rows", "router"]
 
 router = APIRouter(route_class=LakeFSRoute, tags=["branches"])
 
@@ -177,6 +179,21 @@ def commit_route(
     made = commit(repository, branch, body, state, caller, source_metarange)
     # answered as bytes: a returned model is validated again, on one more worker-thread hop
     return model_response(made, 201)
+
+
+async def _fast_commit(
+    state: ApiState, request: Request, caller: Caller, at: dict[str, str], query: QueryValues
+) -> Response:
+    body: CommitCreation = query[BODY]
+    args = (at["repository"], at["branch"], body, state, caller, query["source_metarange"])
+    made = await run_in_threadpool(commit, *args)
+    return model_response(made, 201)
+
+
+FAST_ROUTES: FastRoutes = {
+    commit_route: ((QueryParam("source_metarange", str, None),), _fast_commit, CommitCreation),
+}
+"""The plain commits :func:`~mirror.api.fast_reads.install_fast_reads` serves (see there)."""
 
 
 def commit(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import itertools
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from tempfile import SpooledTemporaryFile
 from typing import Annotated, Any, BinaryIO, cast
@@ -32,7 +31,7 @@ from mirror.api.deps import (
     run_read,
 )
 from mirror.api.errors import read_only_message
-from mirror.api.fast_reads import REQUIRED, QueryParam, QueryValues, Serve
+from mirror.api.fast_reads import REQUIRED, FastRoutes, QueryParam, QueryValues
 from mirror.api.listing_rows import listing_body
 from mirror.api.models import (
     ObjectCopyCreation,
@@ -43,7 +42,7 @@ from mirror.api.models import (
     PathList,
     UpdateObjectUserMetadata,
 )
-from mirror.api.paging import MAX_PER_PAGE, page_size
+from mirror.api.paging import page_fields, page_size
 from mirror.api.routing import (
     AfterQuery,
     AmountQuery,
@@ -405,24 +404,15 @@ def _list_objects(
     if listed.spans:
         # committed objects only: the page is slices of its ranges' rows, encoded once
         count = sum(span.hi - span.lo for span in listed.spans)
-        pagination = _pagination(listed.has_more, listed.next_offset, count)
+        pagination = page_fields(listed.has_more, listed.next_offset, count)
         body = listing_body(listed, state.listing_rows, user_metadata, pagination)
         return Response(body, media_type="application/json")
     rows = object_rows(listed.rows, user_metadata)
     if listed.common_prefixes:
         rows.extend(common_prefix_row(p) for p in listed.common_prefixes)
         rows.sort(key=_row_path)
-    pagination = _pagination(listed.has_more, listed.next_offset, len(rows))
+    pagination = page_fields(listed.has_more, listed.next_offset, len(rows))
     return json_response({"pagination": pagination, "results": rows})
-
-
-def _pagination(has_more: bool, next_offset: str, results: int) -> dict[str, Any]:
-    return {
-        "has_more": has_more,
-        "next_offset": next_offset if has_more else "",
-        "results": results,
-        "max_per_page": MAX_PER_PAGE,
-    }
 
 
 def _row_path(row: dict[str, Any]) -> str:
@@ -568,9 +558,9 @@ async def _fast_list(
     )
 
 
-FAST_READS: dict[Callable[..., Any], tuple[tuple[QueryParam, ...], Serve]] = {
-    stat_object: ((_PATH, _USER_METADATA, _PRESIGN), _fast_stat),
-    get_object: ((_PATH, _PRESIGN), _fast_read),
+FAST_READS: FastRoutes = {
+    stat_object: ((_PATH, _USER_METADATA, _PRESIGN), _fast_stat, None),
+    get_object: ((_PATH, _PRESIGN), _fast_read, None),
     list_objects: (
         (
             QueryParam("after", str, ""),
@@ -581,6 +571,7 @@ FAST_READS: dict[Callable[..., Any], tuple[tuple[QueryParam, ...], Serve]] = {
             _PRESIGN,
         ),
         _fast_list,
+        None,
     ),
 }
 """The object reads :func:`~mirror.api.fast_reads.install_fast_reads` serves plainly."""
