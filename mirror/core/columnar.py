@@ -133,11 +133,11 @@ def _offsets(array: Any) -> Ints:
 
 
 def _rows(rows: Bytes) -> _Binary:
-    """Return an ``(n, width)`` array of byte rows as a binary array of n values."""
+    """Return an ``(n, width)`` array of byte rows as a binary array of n values (no copy)."""
     n, width = rows.shape
     data = pa.py_buffer(np.ascontiguousarray(rows).data)
-    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), n, [None, data])
-    return fixed.cast(pa.binary())
+    offsets = pa.py_buffer(np.arange(0, (n + 1) * width, width, dtype=np.int32).data)
+    return pa.Array.from_buffers(pa.binary(), n, [None, offsets, data])
 
 
 def _string_fields(array: Any) -> list[_Binary]:
@@ -148,7 +148,7 @@ def _string_fields(array: Any) -> list[_Binary]:
     rows[:, 1] = _INT64
     rows[:, 2] = 8
     rows[:, 3:] = (offsets[1:] - offsets[:-1]).astype(">i8").view(np.uint8).reshape(-1, 8)
-    return [_rows(rows), array.cast(pa.binary())]
+    return [_rows(rows), array.view(pa.binary())]
 
 
 def _int64s(values: Ints) -> _Binary:
