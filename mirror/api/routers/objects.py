@@ -12,7 +12,7 @@ from typing import Annotated, Any, BinaryIO, cast
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 
 from mirror.api.convert import (
     common_prefix_row,
@@ -122,6 +122,19 @@ async def upload_object(
     User metadata comes from ``x-lakefs-meta-<key>`` headers; ``If-None-Match: *`` refuses to
     overwrite an existing object (412).
     """
+    return await _upload(state, request, caller, repository, branch, path, if_none_match)
+
+
+async def _upload(
+    state: ApiState,
+    request: Request,
+    caller: Caller,
+    repository: str,
+    branch: str,
+    path: str,
+    if_none_match: str | None,
+) -> Response:
+    """Answer an upload as :func:`upload_object` describes."""
     permission = Permission(Action.WRITE_OBJECT, object_arn(repository, path))
     if caller.policies_known:
         # signing in read the policies: the check is a computation, not worth a thread hop
@@ -139,10 +152,13 @@ async def upload_object(
     }
     body: BinaryIO
     spooled = not (content_type and content_type.lower().startswith("multipart/form-data"))
+    form: FormData | None = None
     if not spooled:
         form = await request.form()
         part = form.get("content")
         if not isinstance(part, UploadFile):
+            # the form's other files are spooled too: close them
+            await form.close()
             raise InvalidValueError("multipart upload: missing form field 'content'")
         body = part.file
         content_type = part.content_type
@@ -164,6 +180,8 @@ async def upload_object(
         )
     finally:
         body.close()
+        if form is not None:
+            await form.close()
     return json_response(object_row(stat), 201)
 
 
@@ -519,8 +537,9 @@ def copy_object(
     return object_model(catalog.stage_object(repository, branch, dest_path, entry))
 
 
-# The plain requests of the three hottest reads, taken before FastAPI's dependency resolution
-# (mirror.api.fast_reads): each answers through the same function as its route.
+# The plain requests of the hottest object requests (stat, read, upload, list), taken before
+# FastAPI's dependency resolution (mirror.api.fast_reads): each answers through the same
+# function as its route.
 _PATH = QueryParam("path", str, REQUIRED)
 _USER_METADATA = QueryParam("user_metadata", bool, True)
 _PRESIGN = QueryParam("presign", bool, None)
@@ -548,6 +567,15 @@ async def _fast_read(
     return await _read_object(state, caller, read)
 
 
+async def _fast_upload(
+    state: ApiState, request: Request, caller: Caller, at: dict[str, str], query: QueryValues
+) -> Response:
+    if_none_match = request.headers.get("if-none-match")
+    return await _upload(
+        state, request, caller, at["repository"], at["branch"], query["path"], if_none_match
+    )
+
+
 async def _fast_list(
     state: ApiState, request: Request, caller: Caller, at: dict[str, str], query: QueryValues
 ) -> Response:
@@ -561,6 +589,11 @@ async def _fast_list(
 FAST_READS: FastRoutes = {
     stat_object: ((_PATH, _USER_METADATA, _PRESIGN), _fast_stat, None),
     get_object: ((_PATH, _PRESIGN), _fast_read, None),
+    upload_object: (
+        (_PATH, QueryParam("storage_class", str, None), QueryParam("force", bool, False)),
+        _fast_upload,
+        None,
+    ),
     list_objects: (
         (
             QueryParam("after", str, ""),
@@ -574,4 +607,4 @@ FAST_READS: FastRoutes = {
         None,
     ),
 }
-"""The object reads :func:`~mirror.api.fast_reads.install_fast_reads` serves plainly."""
+"""The object requests :func:`~mirror.api.fast_reads.install_fast_reads` serves plainly."""
