@@ -134,8 +134,9 @@ def create_app(
         login_tokens: Signs and verifies login tokens (default: a random key, for an app that
             is the only process of its installation).
         logout_redirect_url: Where ``GET /logout`` sends the browser (``auth.logout_redirect_url``).
-        fast_reads: Serve plain stat, read, list and commit requests by :mod:`mirror.api.fast_reads`
-            (``False``: through FastAPI's routes, as every other request).
+        fast_reads: Serve plain stat, read, upload, list and commit requests by
+            :mod:`mirror.api.fast_reads` (``False``: through FastAPI's routes, as every other
+            request).
         max_json_body: Refuse bodies of more bytes with 413, object uploads aside
             (``server.max_json_body``; ``None``: no bound).
     """
@@ -236,6 +237,6 @@ def create_app(
         app.include_router(module.router, prefix=API_PREFIX)
         metrics.name_routes(module.router.routes, API_PREFIX)
     if fast_reads:
-        # stat, read, list and commit: their plain requests skip FastAPI's dependency resolution
+        # stat, read, upload, list, commit: plain requests skip FastAPI's dependency resolution
         install_fast_reads(app, API_PREFIX, {**objects.FAST_READS, **branches.FAST_ROUTES})
     return app

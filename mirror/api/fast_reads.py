@@ -1,18 +1,18 @@
 """The requests clients send most often, served without FastAPI's per-request work.
 
-A stat, a read of an object and a listing page are the requests a data pipeline sends by the
-thousand, and a commit ends each of its writes; for each, FastAPI resolves the same dependency
-tree (state, HTTP Basic, caller) and validates the same few parameters, which cost about as much
-CPU as a read itself. A :class:`FastRead` route stands in front of the app's own route for the
-same path and method: it takes a request only when its query parameters are plain (each
-parameter once, each value in the form the app's route would accept unchanged) and, for a route
-with a JSON body, when the body is a JSON object its model accepts as it is; it reads the
-credentials with the app's own HTTP Basic scheme and authenticates the caller as the app does,
-and then calls the very function the app's route calls, with the same arguments. Anything else
-(a parameter given twice, ``presign=True``, a body the model refuses, another content type) is
-declined, and the app's route answers it, with its own validation errors (a declined body is
-handed to it unread). The answers are therefore the app's answers; only the way to them is
-shorter.
+A stat, a read, an upload of an object and a listing page are the requests a data pipeline
+sends by the thousand, and a commit ends each batch of its writes; for each, FastAPI resolves
+the same dependency tree (state, HTTP Basic, caller) and validates the same few parameters,
+which cost about as much CPU as a read itself. A :class:`FastRead` route stands in front of the
+app's own route for the same path and method: it takes a request only when its query parameters
+are plain (each parameter once, each value in the form the app's route would accept unchanged)
+and, for a route with a JSON body, when the body is a JSON object its model accepts as it is;
+it reads the credentials with the app's own HTTP Basic scheme and authenticates the caller as
+the app does, and then calls the very function the app's route calls, with the same arguments.
+Anything else (a parameter given twice, ``presign=True``, a body the model refuses, another
+content type) is declined, and the app's route answers it, with its own validation errors (a
+declined body is handed to it unread). The answers are therefore the app's answers; only the
+way to them is shorter.
 
 Errors raised here go to the app's exception handlers, as a route's do; the metrics label a
 request by the app's route template.

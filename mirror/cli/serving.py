@@ -90,7 +90,7 @@ two on the same build (not a configuration key)."""
 
 
 FAST_READS_ENV = "_LAKEMIRROR_FAST_READS"
-"""``off`` sends stat, read, list and commit through FastAPI's routes too
+"""``off`` sends stat, read, upload, list and commit through FastAPI's routes too
 (:mod:`mirror.api.fast_reads`): ``bench.http_stack --compare fast-reads`` compares the two on
 the same build (not a configuration key)."""
 
