@@ -24,6 +24,7 @@ from mirror.block import BlockResolver
 from mirror.cli.serving import FAST_READS_ENV, fast_reads
 from mirror.core.catalog import Catalog
 from mirror.kv.sqlite import SqliteKV
+from tests.unit.fast_routes import record_taken
 
 KEY = ("AKIAFASTREAD00000001", "fast-read-secret")
 REF = "/api/v1/repositories/repo/refs"
@@ -141,14 +142,7 @@ async def test_a_plain_request_is_answered_as_the_route_answers_it(
     query: dict[str, str],
     headers: dict[str, str],
 ) -> None:
-    taken: list[str] = []
-    handle = FastRead.handle
-
-    async def counted(self: FastRead, scope: Any, receive: Any, send: Any) -> None:
-        taken.append(scope["path"])
-        await handle(self, scope, receive, send)
-
-    monkeypatch.setattr(FastRead, "handle", counted)
+    taken = record_taken(monkeypatch)
     fast = await client.get(REF + path, params=query, headers=headers)
     assert taken == [REF + path]
     routed = await client.get(REF + path, params={**query, "presign": "False"}, headers=headers)

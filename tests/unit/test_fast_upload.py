@@ -18,11 +18,11 @@ import httpx
 import pytest
 
 from mirror.api.app import create_app
-from mirror.api.fast_reads import FastRead
 from mirror.auth import AuthStore
 from mirror.block import BlockResolver
 from mirror.core.catalog import Catalog
 from mirror.kv.sqlite import SqliteKV
+from tests.unit.fast_routes import record_taken
 
 KEY = ("AKIAFASTUPLOAD000001", "fast-upload-secret")
 ADMIN = {"authorization": "Basic " + base64.b64encode(f"{KEY[0]}:{KEY[1]}".encode()).decode()}
@@ -101,14 +101,7 @@ async def test_an_upload_is_answered_as_the_route_answers_it(
     if query.pop("existing", None):
         for path in paths:
             await client.post(OBJECTS, params={"path": path}, content=b"first", headers=ADMIN)
-    taken: list[str] = []
-    handle = FastRead.handle
-
-    async def counted(self: FastRead, scope: Any, receive: Any, send: Any) -> None:
-        taken.append(scope["path"])
-        await handle(self, scope, receive, send)
-
-    monkeypatch.setattr(FastRead, "handle", counted)
+    taken = record_taken(monkeypatch)
     answers = []
     for path, extra in zip(paths, ({}, {"force": "False"}), strict=True):
         params = query
