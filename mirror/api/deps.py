@@ -38,7 +38,6 @@ __all__ = [
     "get_optional_caller",
     "get_state",
     "inline_repository",
-    "reads_inline",
     "run_read",
 ]
 
@@ -86,8 +85,8 @@ class ApiState:
         self.inline_reads = getattr(self.catalog.kv, "local_reads", False) is True
 
 
-def reads_inline(state: ApiState, repository: str) -> bool:
-    """Return whether reads of ``repository`` may run on the event loop.
+def inline_repository(state: ApiState, repository: str) -> Repository | None:
+    """Return the repository's record when reads of it may run on the event loop, else ``None``.
 
     They may on a local KV (:attr:`ApiState.inline_reads`) when the repository's namespace is a
     local directory: a stat, a listing page or a small read is then CPU work on local files
@@ -96,11 +95,6 @@ def reads_inline(state: ApiState, repository: str) -> bool:
     on a worker thread and the event loop keeps serving. This look-up never raises: any error
     is left for the read to answer, after its permission check.
     """
-    return inline_repository(state, repository) is not None
-
-
-def inline_repository(state: ApiState, repository: str) -> Repository | None:
-    """Return the repository when :func:`reads_inline` says yes (for the read), else ``None``."""
     if not state.inline_reads:
         return None
     try:
@@ -118,7 +112,7 @@ async def run_read(
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    """Return ``read(repo, *args, **kwargs)``, on the event loop when :func:`reads_inline` says so.
+    """Return ``read(repo, *args, **kwargs)``, inline when :func:`inline_repository` allows.
 
     On the event loop ``repo`` is the repository's record, read once for both the choice and
     the read; on a worker thread it is the name ``repository``, and the read looks it up.

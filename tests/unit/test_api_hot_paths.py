@@ -32,7 +32,7 @@ from mirror.api.convert import (
     object_row,
     object_rows,
 )
-from mirror.api.deps import reads_inline
+from mirror.api.deps import inline_repository
 from mirror.api.models import Commit, ObjectStats, ObjectStatsList, Pagination
 from mirror.auth import AuthenticationError, AuthStore
 from mirror.block import BlockResolver
@@ -203,15 +203,16 @@ def test_reads_run_inline_on_sqlite_and_local_directories_only(
     catalog.create_repository("repo", "local://repo")
     local = _app(catalog).state.api
     assert local.inline_reads is True
-    assert reads_inline(local, "repo") is True
+    record = inline_repository(local, "repo")
+    assert record is not None and record.id == "repo"
     # a missing or malformed repository is the read's error to answer, after its permission check
-    assert reads_inline(local, "missing") is False
-    assert reads_inline(local, "Not A Name") is False
+    assert inline_repository(local, "missing") is None
+    assert inline_repository(local, "Not A Name") is None
     memory = Catalog(MemoryKV(), BlockResolver(tmp_path))
     memory.create_repository("repo", "local://repo")
     remote = create_app(memory, AuthStore(memory.kv)).state.api
     assert remote.inline_reads is False
-    assert reads_inline(remote, "repo") is False
+    assert inline_repository(remote, "repo") is None
 
 
 @pytest.mark.anyio

@@ -66,9 +66,15 @@ def test_queries_are_read_plainly_or_declined(
     assert parse_query(query, PARAMS) == expected
 
 
+class _WorkerThreadKV(SqliteKV):
+    """SQLite that the app treats as a remote KV: its reads run on worker threads."""
+
+    local_reads = False  # type: ignore[misc]
+
+
 @pytest.fixture
-def catalog(tmp_path: Path) -> Iterator[Catalog]:
-    kv = SqliteKV(tmp_path / "kv.db")
+def catalog(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Catalog]:
+    kv = getattr(request, "param", SqliteKV)(tmp_path / "kv.db")
     catalog = Catalog(kv, BlockResolver(tmp_path / "data"))
     catalog.create_repository("repo", "local://repo")
     catalog.upload_object("repo", "main", "a.txt", b"0123456789", metadata={"color": "red"})
@@ -187,6 +193,7 @@ def test_the_fast_routes_can_be_left_out(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("catalog", [SqliteKV, _WorkerThreadKV], indirect=True)
 @pytest.mark.parametrize(
     ("path", "query"),
     [
@@ -204,7 +211,10 @@ async def test_a_read_reads_no_record_twice(
     path: str,
     query: dict[str, str],
 ) -> None:
-    """The repository record read to choose where a read runs is the one the read uses."""
+    """A read reads the repository record once, inline or on a worker thread.
+
+    Inline, the record read to choose where the read runs is the one the read uses.
+    """
     await client.get(REF + path, params=query, headers=ADMIN)  # warm: sign-in remembered
     keys: list[bytes] = []
     get = SqliteKV.get

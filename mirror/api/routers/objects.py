@@ -271,8 +271,9 @@ async def _read_object(state: ApiState, caller: Caller, read: _Read) -> Response
     repo = inline_repository(state, read.repository)
     if repo is None:
         return await run_in_threadpool(_get_object, state, caller, read)
-    stat = _readable_stat(state, caller, read, repo)
-    args = (read.repository, state, stat, read.range_, read.if_none_match, repo)
+    _require_read(caller, read)
+    stat = state.catalog.stat_object(repo, read.ref, read.path)
+    args = (state, repo, stat, read.range_, read.if_none_match)
     if stat.entry.address_type is AddressType.FULL and not stat.entry.address.startswith(
         LOCAL_SCHEME
     ):
@@ -281,31 +282,27 @@ async def _read_object(state: ApiState, caller: Caller, read: _Read) -> Response
     return _serve_object(*args)
 
 
-def _readable_stat(
-    state: ApiState, caller: Caller, read: _Read, repo: Repository | None = None
-) -> ObjectStat:
-    """Return the object ``read`` asks for, once the caller may read it.
-
-    ``repo``: the repository's record, when this request read it already.
-    """
+def _require_read(caller: Caller, read: _Read) -> None:
+    """Refuse ``read`` unless the caller may read its object."""
     caller.require(Permission(Action.READ_OBJECT, object_arn(read.repository, read.path)))
-    return state.catalog.stat_object(repo or read.repository, read.ref, read.path)
 
 
 def _get_object(state: ApiState, caller: Caller, read: _Read) -> Response:
-    stat = _readable_stat(state, caller, read)
-    return _serve_object(read.repository, state, stat, read.range_, read.if_none_match)
+    _require_read(caller, read)
+    # read once: the stat and the bytes' store both start from it
+    repo = state.catalog.get_repository(read.repository)
+    stat = state.catalog.stat_object(repo, read.ref, read.path)
+    return _serve_object(state, repo, stat, read.range_, read.if_none_match)
 
 
 def _serve_object(
-    repository: str,
     state: ApiState,
+    repo: Repository,
     stat: ObjectStat,
     range_: str | None,
     if_none_match: str | None,
-    repo: Repository | None = None,
 ) -> Response:
-    """Answer a read of ``stat``'s bytes (``repo``: the repository, when already read)."""
+    """Answer a read of ``stat``'s bytes, an object of repository ``repo``."""
     catalog = state.catalog
     size = stat.entry.size
     headers = _content_headers(stat)
@@ -316,8 +313,6 @@ def _serve_object(
     except InvalidRangeError as exc:
         return _range_error(exc, size, head=False)
     start, end = span or (0, size)
-    if repo is None:
-        repo = catalog.get_repository(repository)
     store, key = catalog.open_entry(repo, stat.entry)
     chunks = iter_block(store, key, start, end)
     # read the first chunk now, so that missing data is an error status, not a cut stream
