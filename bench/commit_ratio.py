@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from bench.core import Timings, Worker, machine
+from bench.core import ROOT, Timings, Worker, machine, worker_env
 from bench.machine import run_footer
 
 __all__ = ["main"]
@@ -61,13 +61,15 @@ class _Size:
     """One worker process, asked for a commit at a time."""
 
     def __init__(self, n: int, seed: int) -> None:
-        root = Path(__file__).resolve().parent.parent
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
         cmd = [sys.executable, "-m", "bench.commit_ratio", "--worker", str(n), "--seed", str(seed)]
         self.n = n
         self.proc = subprocess.Popen(
-            cmd, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            cmd,
+            cwd=ROOT,
+            env=worker_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         self.cpu_ms: list[float] = []
         self.built: dict[str, Any] = {}

@@ -41,7 +41,7 @@ from bench.machine import describe, run_footer
 from mirror.core import Catalog, CommitResult, Entry, WriteStats, open_embedded
 from mirror.core.diff import diff_trees
 
-__all__ = ["COLUMNS", "Timings", "Worker", "main"]
+__all__ = ["COLUMNS", "ROOT", "Timings", "Worker", "main", "worker_env"]
 
 DEFAULT_SIZES = (1_000, 100_000, 1_000_000)
 TABLES = (
@@ -278,13 +278,22 @@ def _run_worker(n: int, repeat: int, seed: int) -> None:
     print(json.dumps(result))
 
 
-def _measure(n: int, repeat: int, seed: int) -> dict[str, Any]:
-    root = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent
+"""The source tree the benchmark runs from (its worker processes run from it too)."""
+
+
+def worker_env() -> dict[str, str]:
+    """Return the environment of a worker process: this one's, with :data:`ROOT` importable."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _measure(n: int, repeat: int, seed: int) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.core", "--worker", str(n), "--repeat", str(repeat)]
     cmd += ["--seed", str(seed)]
-    proc = subprocess.run(cmd, cwd=root, env=env, stdout=subprocess.PIPE, text=True, check=False)
+    env = worker_env()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"benchmark of {n} objects failed (exit {proc.returncode})")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
