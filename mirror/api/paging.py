@@ -46,12 +46,8 @@ def page(
     taken = list(itertools.islice(items, size + 1))
     has_more = len(taken) > size
     results = taken[:size]
-    return results, Pagination(
-        has_more=has_more,
-        next_offset=key(results[-1]) if has_more and results else "",
-        results=len(results),
-        max_per_page=MAX_PER_PAGE,
-    )
+    last = key(results[-1]) if has_more and results else ""
+    return results, Pagination(**page_fields(has_more, last, len(results)))
 
 
 def page_fields(has_more: bool, next_offset: str, results: int) -> dict[str, Any]:
