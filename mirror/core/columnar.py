@@ -13,6 +13,7 @@ path, so range IDs and files do not depend on which path wrote them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 from collections.abc import Sequence
@@ -55,16 +56,50 @@ Bytes = npt.NDArray[np.uint8]
 _Binary = Any
 
 
-# Columns whose values repeat across records keep Parquet's dictionary encoding; keys, addresses,
-# checksums and identities are unique per record, where a dictionary only costs time and bytes.
-# Files are read whole, so they carry no column statistics either. Range and metarange IDs hash
-# the records, not the file, so these options do not change them.
-_DICTIONARY_COLUMNS = [
-    "address_type",
-    "content_type",
-    "metadata.key_value.key",
-    "metadata.key_value.value",
-]
+# How each column of range and metarange files is written. Range and metarange IDs hash the
+# records, not the file, so none of this changes them, and a reader needs no option to read it.
+# - Columns whose values repeat across records keep Parquet's dictionary encoding; keys,
+#   addresses, checksums and identities are unique per record, where a dictionary only costs.
+# - Addresses share long prefixes with their neighbours: prefix (delta) encoding takes most of
+#   their bytes before compression, which then costs less.
+# - Hex digests are stored with their lengths apart from their characters, which zstd then
+#   compresses in about two thirds of the time it takes over lengths and characters interleaved.
+# - Integers are delta-encoded (sizes repeat, times grow slowly): small without compression.
+# - Only the columns that still hold bytes worth it are compressed (zstd): keys, addresses and
+#   digests; the dictionary pages and delta-coded integers are tiny, and compressing a column
+#   costs a fixed ~20 us before its first byte. A file of a few rows is not compressed at all.
+# Files are read whole, so they carry no column statistics either. `bench.parquet_options`
+# measures each choice.
+_DICTIONARY_COLUMNS = frozenset(
+    ["address_type", "content_type", "metadata.key_value.key", "metadata.key_value.value"]
+)
+_PREFIXED_COLUMNS = frozenset(["address"])
+_DIGEST_COLUMNS = frozenset(["checksum", "identity", "range_id"])
+_INTEGER_COLUMNS = frozenset(["size", "mtime", "count", "bytes"])
+_COMPRESSED_COLUMNS = _PREFIXED_COLUMNS | _DIGEST_COLUMNS | {"key", "min_key", "max_key"}
+_COMPRESS_FROM_ROWS = 16
+
+
+@functools.cache
+def _write_options(schema: pa.Schema, compressed: bool) -> dict[str, Any]:
+    """Return :func:`pyarrow.parquet.write_table`'s column options for files of ``schema``."""
+    leaves: list[str] = []
+    for field in schema:
+        if pa.types.is_map(field.type):
+            leaves += [f"{field.name}.key_value.key", f"{field.name}.key_value.value"]
+        else:
+            leaves.append(field.name)
+    encodings = {name: "DELTA_BYTE_ARRAY" for name in leaves if name in _PREFIXED_COLUMNS}
+    encodings |= {name: "DELTA_LENGTH_BYTE_ARRAY" for name in leaves if name in _DIGEST_COLUMNS}
+    encodings |= {name: "DELTA_BINARY_PACKED" for name in leaves if name in _INTEGER_COLUMNS}
+    zstd = _COMPRESSED_COLUMNS if compressed else frozenset()
+    codec = {name: "zstd" if name in zstd else "none" for name in leaves}
+    return {
+        "compression": codec,
+        "use_dictionary": [name for name in leaves if name in _DICTIONARY_COLUMNS],
+        "column_encoding": encodings,
+        "write_statistics": False,
+    }
 
 
 # Key-value metadata of a range file: the raggedness its writer split by, and the positions of
@@ -94,14 +129,8 @@ def to_parquet(table: pa.Table, metadata: dict[bytes, bytes] | None = None) -> b
     buf = io.BytesIO()
     if metadata:
         table = table.replace_schema_metadata(metadata)
-    # a list of columns is what pyarrow documents; its stubs only know a bool
-    pq.write_table(
-        table,
-        buf,
-        compression="zstd",
-        use_dictionary=_DICTIONARY_COLUMNS,  # type: ignore[arg-type]
-        write_statistics=False,
-    )
+    options = _write_options(table.schema.remove_metadata(), len(table) >= _COMPRESS_FROM_ROWS)
+    pq.write_table(table, buf, **options)
     return buf.getvalue()
 
 
@@ -200,7 +229,7 @@ class RangeData:
         self.keys = keys
         self._entries = entries
         self._encoded: tuple[bytes, Ints] | None = None
-        self._sizes: list[int] | None = None
+        self._sizes: Ints | None = None
         self._identities: list[str] | None = None
         self._boundaries: tuple[int, list[int]] | None = None
 
@@ -242,7 +271,7 @@ class RangeData:
             self._encoded = self._encode()
         return self._encoded
 
-    def sizes(self) -> list[int]:
+    def sizes(self) -> Ints:
         """Return the running total of the records' estimated sizes (n + 1, from 0)."""
         if self._sizes is None:
             self._encode()
@@ -285,7 +314,7 @@ class RangeData:
             per_record = per_record + np.asarray(map_sizes, np.int64)
         sums = np.zeros(len(self.keys) + 1, np.int64)
         np.cumsum(per_record, out=sums[1:])
-        self._sizes = sums.tolist()
+        self._sizes = sums
         return encoded
 
 
@@ -355,7 +384,7 @@ def build_range(pieces: Sequence[Run | list[Record]]) -> tuple[RangeID, RangeDat
     offsets: list[Ints] = []
     keys: list[str] = []
     entries: list[Entry] | None = []
-    sizes = [0]
+    sizes: list[Ints] = [np.zeros(1, np.int64)]
     size = 0
     at = 0
     for piece in pieces:
@@ -368,9 +397,9 @@ def build_range(pieces: Sequence[Run | list[Record]]) -> tuple[RangeID, RangeDat
             at += int(lengths.sum())
             encoded.extend(parts)
             keys.extend(k for k, _ in piece)
-            for k, e in piece:
-                size += estimate(k, e)
-                sizes.append(size)
+            estimates = np.fromiter((estimate(k, e) for k, e in piece), np.int64, len(piece))
+            sizes.append(size + np.cumsum(estimates))
+            size += int(estimates.sum())
             if entries is not None:
                 entries.extend(e for _, e in piece)
             continue
@@ -383,9 +412,8 @@ def build_range(pieces: Sequence[Run | list[Record]]) -> tuple[RangeID, RangeDat
         offsets.append(starts[start:stop] + (at - first))
         at += last - first
         keys.extend(data.keys[start:stop])
-        shift = size - sums[start]
-        sizes.extend(s + shift for s in sums[start + 1 : stop + 1])
-        size += sums[stop] - sums[start]
+        sizes.append(sums[start + 1 : stop + 1] + (size - int(sums[start])))
+        size += int(sums[stop] - sums[start])
         if entries is not None:
             entries = entries + data._entries[start:stop] if data._entries is not None else None
     blob = b"".join(encoded)
@@ -393,7 +421,7 @@ def build_range(pieces: Sequence[Run | list[Record]]) -> tuple[RangeID, RangeDat
     table = pa.concat_tables(tables).combine_chunks()
     result = RangeData(table, keys, entries)
     result._encoded = (blob, np.concatenate([*offsets, np.array([at], np.int64)]))
-    result._sizes = sizes
+    result._sizes = np.concatenate(sizes)
     return rid, result, size
 
 

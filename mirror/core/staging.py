@@ -36,6 +36,8 @@ TOMBSTONE: Final = Tombstone()
 Staged = Entry | Tombstone
 
 _PREFIX = b"staging/"
+# keys deleted per scan when a token is dropped
+_DROP_BATCH = 1000
 
 
 def _encode(value: Staged) -> bytes:
@@ -102,11 +104,11 @@ class StagingStore:
         """Delete everything staged under ``token``."""
         base = _PREFIX + token.encode() + b"/"
         while True:
-            keys = [k for k, _ in itertools.islice(self._kv.scan(base), 1000)]
-            if not keys:
-                return
+            keys = [k for k, _ in itertools.islice(self._kv.scan(base), _DROP_BATCH)]
             for key in keys:
                 self._kv.delete(key)
+            if len(keys) < _DROP_BATCH:
+                return
 
     def iterate(
         self, tokens: Sequence[StagingToken], prefix: str = "", start: str = ""

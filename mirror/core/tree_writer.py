@@ -10,6 +10,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
+import numpy as np
+
 from mirror.core.columnar import RangeData, Run
 from mirror.core.committed import (
     Change,
@@ -73,14 +75,15 @@ class MetaRangeWriter:
             b = bisect.bisect_left(boundaries, start)
             end = boundaries[b] if b < len(boundaries) else stop
             # the first record with which the open range reaches max_bytes
-            need = self._params.max_bytes - self._buf_bytes + sums[start]
-            end = min(end, bisect.bisect_left(sums, need, start + 1) - 1)
+            need = self._params.max_bytes - self._buf_bytes + int(sums[start])
+            reach = start + 1 + int(np.searchsorted(sums[start + 1 :], need, "left"))
+            end = min(end, reach - 1)
             if end >= stop:
                 self._pieces.append((rows, start, stop))
-                self._buf_bytes += sums[stop] - sums[start]
+                self._buf_bytes += int(sums[stop] - sums[start])
                 return
             self._pieces.append((rows, start, end + 1))
-            self._buf_bytes += sums[end + 1] - sums[start]
+            self._buf_bytes += int(sums[end + 1] - sums[start])
             self._flush()
             start = end + 1
 

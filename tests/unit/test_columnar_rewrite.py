@@ -182,7 +182,7 @@ def test_columns_encode_as_the_records_do(tree: dict[str, Entry]) -> None:
     sizes = [0]
     for k, e in records:
         sizes.append(sizes[-1] + estimate(k, e))
-    assert rows.sizes() == sizes
+    assert rows.sizes().tolist() == sizes
     assert rows.keys == [k for k, _ in records]
     assert rows.entries == [e for _, e in records]
     assert [rows.identity(i) for i in range(len(records))] == identities
