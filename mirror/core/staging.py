@@ -105,8 +105,7 @@ class StagingStore:
         base = _PREFIX + token.encode() + b"/"
         while True:
             keys = [k for k, _ in itertools.islice(self._kv.scan(base), _DROP_BATCH)]
-            for key in keys:
-                self._kv.delete(key)
+            self._kv.delete_many(keys)
             if len(keys) < _DROP_BATCH:
                 return
 

@@ -241,26 +241,42 @@ class DynamoKV:
             batch.pop(key, None)
             batch[key] = value
             if len(batch) == _BATCH:
-                self._write_batch(batch)
+                self._write_batch("set_many", self._puts(batch))
                 batch = {}
         if batch:
-            self._write_batch(batch)
+            self._write_batch("set_many", self._puts(batch))
 
-    def _write_batch(self, batch: dict[bytes, bytes]) -> None:
-        requests: list[Any] = [
+    def _puts(self, batch: dict[bytes, bytes]) -> list[Any]:
+        return [
             {"PutRequest": {"Item": {**self._item_key(k), "v": {"B": v}}}} for k, v in batch.items()
         ]
+
+    def delete_many(self, keys: Iterable[bytes]) -> None:
+        """Remove every key, 25 per ``BatchWriteItem``, retrying unprocessed items."""
+        batch: dict[bytes, None] = {}
+        for key in keys:
+            batch[key] = None  # one request may not name a key twice
+            if len(batch) == _BATCH:
+                self._write_batch("delete_many", self._deletes(batch))
+                batch = {}
+        if batch:
+            self._write_batch("delete_many", self._deletes(batch))
+
+    def _deletes(self, batch: dict[bytes, None]) -> list[Any]:
+        return [{"DeleteRequest": {"Key": self._item_key(k)}} for k in batch]
+
+    def _write_batch(self, action: str, requests: list[Any]) -> None:
         for attempt in range(self._settings.batch_tries):
             try:
                 response = self._client.batch_write_item(RequestItems={self._table: requests})
             except (ClientError, BotoCoreError) as exc:
-                raise self._error(exc, "set_many") from exc
+                raise self._error(exc, action) from exc
             requests = list(response.get("UnprocessedItems", {}).get(self._table, []))
             if not requests:
                 return
             self._backoff(attempt)
         raise KVUnavailableError(
-            f"dynamodb {self._table!r} set_many: {len(requests)} items still unprocessed after "
+            f"dynamodb {self._table!r} {action}: {len(requests)} items still unprocessed after "
             f"{self._settings.batch_tries} tries"
         )
 

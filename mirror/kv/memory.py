@@ -63,6 +63,12 @@ class MemoryKV:
         with self._lock:
             self._remove(key)
 
+    def delete_many(self, keys: Iterable[bytes]) -> None:
+        """Remove every key of ``keys`` that is present."""
+        with self._lock:
+            for key in keys:
+                self._remove(key)
+
     def delete_if(self, key: bytes, expected: bytes) -> None:
         """Remove ``key`` if it holds ``expected``."""
         with self._lock:

@@ -46,6 +46,14 @@ class KV(Protocol):
         """Remove ``key``; removing an absent key is not an error."""
         ...
 
+    def delete_many(self, keys: Iterable[bytes]) -> None:
+        """Remove every key of ``keys``; absent keys are not an error.
+
+        One call costs what one removal does on stores that batch (one transaction, 25 keys a
+        request); no atomicity is promised across keys.
+        """
+        ...
+
     def delete_if(self, key: bytes, expected: bytes) -> None:
         """Remove ``key`` only if its current value equals ``expected``.
 

@@ -89,11 +89,19 @@ class SqliteKV:
 
     def set_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
         """Store every pair in one transaction."""
+        self._many("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", items)
+
+    def delete_many(self, keys: Iterable[bytes]) -> None:
+        """Remove every key of ``keys`` that is present, in one transaction."""
+        self._many("DELETE FROM kv WHERE key = ?", ((key,) for key in keys))
+
+    def _many(self, sql: str, rows: Iterable[tuple[bytes, ...]]) -> None:
+        """Run ``sql`` once per row in one transaction (one commit instead of one a row)."""
         conn = self._conn()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", items)
+                conn.executemany(sql, rows)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise

@@ -231,6 +231,17 @@ class KVConformance:
         assert kv.get(b"k2") == b"v"
         assert _scan(kv, b"") == [b"k2"]
 
+    def test_delete_many(self, kv: KV) -> None:
+        kv.set_many((f"d/{i:02d}".encode(), b"v") for i in range(60))
+        kv.set(b"e", b"kept")
+        # more than a batch of every driver, absent keys and a key named twice
+        doomed = [f"d/{i:02d}".encode() for i in range(0, 60, 2)] + [b"d/absent", b"d/00"]
+        kv.delete_many(iter(doomed))
+        assert _scan(kv, b"") == [f"d/{i:02d}".encode() for i in range(1, 60, 2)] + [b"e"]
+        kv.delete_many([])
+        kv.delete_many(f"d/{i:02d}".encode() for i in range(60))
+        assert _scan(kv, b"") == [b"e"]
+
     def test_delete_if_missing_fails(self, kv: KV) -> None:
         with pytest.raises(KVPreconditionFailedError) as info:
             kv.delete_if(b"k", b"v")

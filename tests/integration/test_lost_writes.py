@@ -85,6 +85,9 @@ class CompetingKV:
     def delete(self, key: bytes) -> None:
         self.inner.delete(key)
 
+    def delete_many(self, keys: Iterable[bytes]) -> None:
+        self.inner.delete_many(keys)
+
     def delete_if(self, key: bytes, expected: bytes) -> None:
         self.inner.delete_if(key, expected)
 

@@ -104,6 +104,17 @@ class FaultyKV:
     def delete(self, key: bytes) -> None:
         self._call("delete", key, lambda: self.inner.delete(key))
 
+    def delete_many(self, keys: Iterable[bytes]) -> None:
+        # a fault armed on "delete" fires on the matching key of a batch: the keys before it
+        # are deleted, it and those after it are not (or it is, with ``after``)
+        keys = list(keys)
+        for i, key in enumerate(keys):
+            trap = self._hit("delete", key)
+            if trap is not None:
+                self.inner.delete_many(keys[: i + 1] if trap.after else keys[:i])
+                raise KVUnavailableError(f"injected fault on delete {key!r} of a batch")
+        self.inner.delete_many(keys)
+
     def delete_if(self, key: bytes, expected: bytes) -> None:
         self._call("delete_if", key, lambda: self.inner.delete_if(key, expected))
 

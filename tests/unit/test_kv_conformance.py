@@ -116,6 +116,7 @@ _OPS = st.one_of(
     st.tuples(st.just("set_many"), st.lists(st.tuples(_KEYS, _VALUES), max_size=4)),
     st.tuples(st.just("set_if"), _KEYS, _VALUES, st.none() | _VALUES),
     st.tuples(st.just("delete"), _KEYS),
+    st.tuples(st.just("delete_many"), st.lists(_KEYS, max_size=4)),
     st.tuples(st.just("delete_if"), _KEYS, _VALUES),
     st.tuples(st.just("scan"), _PREFIXES, _PREFIXES),
 )
@@ -152,6 +153,9 @@ def _model(data: dict[bytes, bytes], op: tuple[Any, ...]) -> object:
             del data[key]
     elif name == "delete":
         data.pop(args[0], None)
+    elif name == "delete_many":
+        for key in args[0]:
+            data.pop(key, None)
     else:
         prefix, start = args
         return sorted((k, v) for k, v in data.items() if k.startswith(prefix) and k >= start)

@@ -90,6 +90,12 @@ class InterleavedKV:
     def delete(self, key: bytes) -> None:
         self._around("delete", key, lambda: self.inner.delete(key))
 
+    def delete_many(self, keys: Iterable[bytes]) -> None:
+        batch = list(keys)
+        self._around(
+            "delete_many", batch[0] if batch else b"", lambda: self.inner.delete_many(batch)
+        )
+
     def delete_if(self, key: bytes, expected: bytes) -> None:
         self._around("delete_if", key, lambda: self.inner.delete_if(key, expected))
 
