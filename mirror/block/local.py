@@ -8,7 +8,7 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -58,6 +58,22 @@ def _check_key(key: str) -> None:
         raise InvalidNamespaceError(f"invalid object key {key!r}")
 
 
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _in_place(move: Callable[[str, str], None], tmp: str, path: str) -> None:
+    """Move (or link) ``tmp`` to ``path``, making its directory first only if it is missing."""
+    try:
+        move(tmp, path)
+    except FileNotFoundError:
+        if not os.path.exists(tmp):
+            raise
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        move(tmp, path)
+
+
 def _conflict(key: str) -> InvalidNamespaceError:
     return InvalidNamespaceError(
         f"object key {key!r} collides with an existing object or prefix: on local disk a key "
@@ -93,14 +109,19 @@ class LocalBlockStore:
         _check_key(key)
         return self._root / key
 
-    def _write_temp(self, data: bytes | BinaryIO) -> tuple[Path, int, str]:
-        tmp_dir = self._root / _TMP
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        tmp = tmp_dir / uuid.uuid4().hex
+    def _write_temp(self, data: bytes | BinaryIO) -> tuple[str, int, str]:
+        # paths as strings and directories made only when missing: a commit writes two files
+        # and an upload one, and pathlib's objects and a mkdir per write cost more than the write
+        tmp = f"{self._root_str}/{_TMP}/{uuid.uuid4().hex}"
+        try:
+            out = open(tmp, "wb")
+        except FileNotFoundError:
+            os.makedirs(f"{self._root_str}/{_TMP}", exist_ok=True)
+            out = open(tmp, "wb")
         md5 = hashlib.md5(usedforsecurity=False)
         size = 0
         try:
-            with open(tmp, "wb") as out:
+            with out:
                 if isinstance(data, bytes | bytearray | memoryview):
                     out.write(data)
                     md5.update(data)
@@ -111,7 +132,7 @@ class LocalBlockStore:
                         md5.update(chunk)
                         size += len(chunk)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            _unlink(tmp)
             raise
         etag = md5.hexdigest()
         with contextlib.suppress(OSError):
@@ -120,33 +141,33 @@ class LocalBlockStore:
 
     def put(self, key: str, data: bytes | BinaryIO) -> ObjectInfo:
         """Write ``data`` at ``key`` atomically."""
-        path = self._path(key)
+        _check_key(key)
+        path = f"{self._root_str}/{key}"
         tmp, size, etag = self._write_temp(data)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, path)
+            _in_place(os.replace, tmp, path)
         except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
-            tmp.unlink(missing_ok=True)
+            _unlink(tmp)
             raise _conflict(key) from exc
         return ObjectInfo(key, size, etag)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         """Write ``data`` at ``key`` unless an object is there (atomic via hard link)."""
-        path = self._path(key)
-        if path.is_file():
+        _check_key(key)
+        path = f"{self._root_str}/{key}"
+        if os.path.isfile(path):
             return False
         tmp, _, _ = self._write_temp(data)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.link(tmp, path)
+            _in_place(os.link, tmp, path)
         except FileExistsError as exc:
-            if path.is_file():
+            if os.path.isfile(path):
                 return False
             raise _conflict(key) from exc
         except NotADirectoryError as exc:
             raise _conflict(key) from exc
         finally:
-            tmp.unlink(missing_ok=True)
+            _unlink(tmp)
         return True
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
