@@ -235,35 +235,29 @@ class DynamoKV:
 
     def set_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
         """Store every pair, 25 per ``BatchWriteItem``, retrying unprocessed items."""
-        batch: dict[bytes, bytes] = {}
-        for key, value in items:
-            # one request may not name a key twice; the later pair wins, as in a loop of sets
-            batch.pop(key, None)
-            batch[key] = value
-            if len(batch) == _BATCH:
-                self._write_batch("set_many", self._puts(batch))
-                batch = {}
-        if batch:
-            self._write_batch("set_many", self._puts(batch))
-
-    def _puts(self, batch: dict[bytes, bytes]) -> list[Any]:
-        return [
-            {"PutRequest": {"Item": {**self._item_key(k), "v": {"B": v}}}} for k, v in batch.items()
-        ]
+        self._batches(
+            "set_many",
+            ((k, {"PutRequest": {"Item": {**self._item_key(k), "v": {"B": v}}}}) for k, v in items),
+        )
 
     def delete_many(self, keys: Iterable[bytes]) -> None:
         """Remove every key, 25 per ``BatchWriteItem``, retrying unprocessed items."""
-        batch: dict[bytes, None] = {}
-        for key in keys:
-            batch[key] = None  # one request may not name a key twice
+        self._batches(
+            "delete_many", ((k, {"DeleteRequest": {"Key": self._item_key(k)}}) for k in keys)
+        )
+
+    def _batches(self, action: str, requests: Iterable[tuple[bytes, Any]]) -> None:
+        """Send ``(key, write request)`` pairs, ``_BATCH`` keys a request."""
+        batch: dict[bytes, Any] = {}
+        for key, request in requests:
+            # one request may not name a key twice; the later write wins, as in a loop of calls
+            batch.pop(key, None)
+            batch[key] = request
             if len(batch) == _BATCH:
-                self._write_batch("delete_many", self._deletes(batch))
+                self._write_batch(action, list(batch.values()))
                 batch = {}
         if batch:
-            self._write_batch("delete_many", self._deletes(batch))
-
-    def _deletes(self, batch: dict[bytes, None]) -> list[Any]:
-        return [{"DeleteRequest": {"Key": self._item_key(k)}} for k in batch]
+            self._write_batch(action, list(batch.values()))
 
     def _write_batch(self, action: str, requests: list[Any]) -> None:
         for attempt in range(self._settings.batch_tries):
