@@ -26,7 +26,12 @@ from mirror.block.s3_config import (
     session_options,
     use_fast_timestamps,
 )
-from mirror.block.s3_listing import FastListingMixin, parse_listings_once, use_fast_listing
+from mirror.block.s3_listing import (
+    FastListingMixin,
+    listed_keys,
+    parse_listings_once,
+    use_fast_listing,
+)
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client as AsyncS3Client
@@ -78,7 +83,8 @@ class AsyncS3BlockStore(S3Namespace):
     """Read objects of ``s3://bucket/prefix`` without blocking the event loop.
 
     Offers the reading half of :class:`~mirror.block.protocol.BlockStore` as coroutines: ``head``,
-    ``exists``, ``get`` and ``list`` (an async iterator). Errors are those of the synchronous store.
+    ``exists``, ``get`` and ``list`` (an async iterator), and ``list_sizes`` (a page of keys and
+    sizes, as the validator reads them). Errors are those of the synchronous store.
     """
 
     def __init__(
@@ -136,3 +142,22 @@ class AsyncS3BlockStore(S3Namespace):
                 yield info
             if not self._next_page(args, page):
                 return
+
+    async def list_sizes(self, prefix: str, start_after: str, limit: int) -> dict[str, int]:
+        """Return the sizes of the first ``limit`` objects under ``prefix`` after ``start_after``.
+
+        One ``ListObjectsV2`` request when ``limit`` is at most the page size. The keys (relative
+        to the namespace, in key order) are read as columns, without an entry per object.
+        """
+        args = self._list_args(prefix, start_after)
+        args["EncodingType"] = "url"  # asked here, so decoded here: all keys at once
+        cut = len(self._base)
+        sizes: dict[str, int] = {}
+        while len(sizes) < limit:
+            args["MaxKeys"] = min(self._settings.page_size, limit - len(sizes))
+            with self._errors(prefix, "list"):
+                page = await self._client.list_objects_v2(**args)
+            sizes.update(zip(*listed_keys(page, cut), strict=True))
+            if not self._next_page(args, page):
+                break
+        return sizes

@@ -28,13 +28,14 @@ returns) is parsed as before, entirely.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, overload
 from xml.etree.ElementTree import Element, ParseError, TreeBuilder, XMLParser
 
 from botocore import handlers as botocore_handlers
+from botocore.compat import unquote_str
 from botocore.model import OperationModel, Shape, StructureShape
 from botocore.parsers import ResponseParserFactory, RestXMLParser
 
@@ -42,10 +43,12 @@ __all__ = [
     "LISTED_SHAPES",
     "FastListingParser",
     "FastListingParserFactory",
+    "KeyColumns",
     "ListingWalker",
     "check_200_error_once",
     "compile_walker",
     "key_list",
+    "listed_keys",
     "parse_listings_once",
     "use_fast_listing",
 ]
@@ -240,19 +243,94 @@ def _entity(match: re.Match[str]) -> str:
     return chr(int(decimal) if decimal else int(hexadecimal, 16))
 
 
-def _text(raw: bytes) -> str:
-    """Return an element's text as the XML parser would (entities replaced)."""
-    text = raw.decode("utf-8")
-    if "&" not in text:
-        return text
-    if text[0] == "&" and text[1:6] == "quot;" and text.count("&") == 2 and text[-6:] == "&quot;":
-        return f'"{text[6:-6]}"'  # an ETag
-    if len(_ENTITY.findall(text)) != text.count("&"):
-        raise _Unsupported("an entity XML does not define")
-    return _ENTITY.sub(_entity, text)
+def _texts(raws: list[bytes]) -> list[str]:
+    """Return the texts of many elements as the XML parser would (entities replaced), in one go.
+
+    Element text holds no NUL character (XML has none, nor an entity for it), so the texts are
+    joined by it and split again after one decode.
+    """
+    if not raws:
+        return []
+    text = b"\x00".join(raws).decode("utf-8")
+    if "&" in text:
+        if len(_ENTITY.findall(text)) != text.count("&"):
+            raise _Unsupported("an entity XML does not define")
+        text = _ENTITY.sub(_entity, text)
+    texts = text.split("\x00")
+    if len(texts) != len(raws):
+        raise _Unsupported("an entity of the character 0")
+    return texts
 
 
-def key_list(body: bytes) -> tuple[list[dict[str, Any]], bytes] | None:
+_QUOTE = b"&quot;"
+
+
+class KeyColumns(Sequence[dict[str, Any]]):
+    """The ``<Contents>`` of one listing page read by :func:`key_list`, as parallel lists.
+
+    As a sequence it holds the entries botocore hands out (one dictionary of ``Key``, ``Size``
+    and ``ETag`` each), built on first use and kept, so that botocore's url-decoding handler
+    changes them in place. :meth:`keys_and_sizes` reads the keys and sizes without building
+    them: what a caller that only checks sizes needs.
+    """
+
+    __slots__ = ("_etags", "_keys", "_raw_etags", "_rows", "_sizes")
+
+    def __init__(self, keys: list[str], sizes: list[int], raw_etags: list[bytes]) -> None:
+        self._keys = keys
+        self._sizes = sizes
+        self._raw_etags = raw_etags
+        self._etags: list[str] | None = None
+        self._rows: list[dict[str, Any]] | None = None
+        joined = b"".join(raw_etags)
+        if not joined.isascii() or joined.count(b"&") != joined.count(_QUOTE):
+            self._etags = _texts(raw_etags)  # read now: what it cannot read goes to the walker
+
+    def keys_and_sizes(self) -> tuple[list[str], list[int]]:
+        """Return the keys (as listed: url-encoded when asked) and the sizes, in page order."""
+        if self._rows is None:
+            return self._keys, self._sizes
+        return [row["Key"] for row in self._rows], [row["Size"] for row in self._rows]
+
+    def _entries(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            etags = self._etags
+            if etags is None:
+                text = b"\x00".join(self._raw_etags).decode("ascii").replace("&quot;", '"')
+                etags = text.split("\x00") if self._raw_etags else []
+            self._rows = [
+                {"Key": key, "Size": size, "ETag": etag}
+                for key, size, etag in zip(self._keys, self._sizes, etags, strict=True)
+            ]
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        return self._entries()[index]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._entries())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, KeyColumns):
+            return self._entries() == other._entries()
+        return isinstance(other, list) and self._entries() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"KeyColumns({self._entries()!r})"
+
+
+def key_list(body: bytes) -> tuple[KeyColumns, bytes] | None:
     """Read the ``<Contents>`` of a ``ListObjectsV2`` body without building their XML tree.
 
     Returns:
@@ -269,13 +347,50 @@ def key_list(body: bytes) -> tuple[list[dict[str, Any]], bytes] | None:
     if len(found) != body.count(b"<Contents>"):
         return None
     try:
-        contents = [
-            {"Key": _text(key), "Size": int(size), "ETag": _text(etag)} for key, etag, size in found
-        ]
+        contents = KeyColumns(
+            _texts([key for key, _, _ in found]),
+            [int(size) for _, _, size in found],
+            [etag for _, etag, _ in found],
+        )
     except (_Unsupported, UnicodeDecodeError, ValueError):
         return None
-    rest = _ANY_CONTENTS.sub(b"", body) if found else body
-    return contents, rest
+    return contents, _without_contents(body, len(found))
+
+
+def _without_contents(body: bytes, count: int) -> bytes:
+    """Return ``body`` without its ``count`` ``<Contents>`` elements.
+
+    S3 writes them one after another: then one cut removes them all, else an expression does.
+    """
+    if not count:
+        return body
+    start = body.find(b"<Contents>")
+    end = body.rfind(b"</Contents>") + len(b"</Contents>")
+    if body.count(b"</Contents><Contents>", start, end) == count - 1:
+        return body[:start] + body[end:]
+    return _ANY_CONTENTS.sub(b"", body)
+
+
+def listed_keys(page: Mapping[str, Any], cut: int = 0) -> tuple[list[str], list[int]]:
+    """Return the keys and sizes of a page listed with ``EncodingType`` given by the caller.
+
+    botocore url-decodes the keys of a listing only when it asked for the encoding itself; a
+    caller that asks decodes them here, all at once, as botocore would (``+`` is a space), then
+    drops their first ``cut`` characters (the namespace's prefix).
+    """
+    contents = page.get("Contents", ())
+    if isinstance(contents, KeyColumns):
+        keys, sizes = contents.keys_and_sizes()
+    else:
+        keys = [entry["Key"] for entry in contents]
+        sizes = [entry["Size"] for entry in contents]
+    if page.get("EncodingType") == "url":
+        joined = "".join(keys)
+        if "%" in joined or "+" in joined:
+            keys = [unquote_str(key) for key in keys]
+    if cut:
+        keys = [key[cut:] for key in keys]
+    return keys, sizes
 
 
 # botocore's own check, a private name the stubs do not list; installed on the session by botocore.

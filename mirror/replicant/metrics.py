@@ -197,13 +197,13 @@ class ValidationMetrics:
             series = self._requests[op] = self._metrics.validation_requests.labels(self._mirror, op)
         series.inc()
 
-    def object(self, result: str) -> None:
-        """Count one object checked."""
+    def object(self, result: str, count: int = 1) -> None:
+        """Count ``count`` objects checked."""
         series = self._objects.get(result)
         if series is None:
             series = self._metrics.validation_objects.labels(self._mirror, result)
             self._objects[result] = series
-        series.inc()
+        series.inc(count)
 
     def cache_hit(self, cache: str) -> None:
         """Count one check answered from ``cache``."""

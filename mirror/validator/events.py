@@ -15,16 +15,17 @@ __all__ = ["CountingEvents", "NullEvents", "ValidationEvents"]
 
 @runtime_checkable
 class ValidationEvents(Protocol):
-    """Receive one call per request, per object checked and per cache hit."""
+    """Receive one call per request, per object checked (or run of them) and per cache hit."""
 
     def request(self, op: str) -> None:
         """Report one request to the destination: ``"head"``, ``"get"`` or ``"list"``."""
         ...
 
-    def object(self, result: str) -> None:
-        """Report one object checked: ``present``, ``missing``, ``size_mismatch``, ``external``.
+    def object(self, result: str, count: int = 1) -> None:
+        """Report ``count`` objects checked with one result.
 
-        ``external`` is an object outside the namespace that could not be checked.
+        Results: ``present``, ``missing``, ``size_mismatch``, ``external``; ``external`` is an
+        object outside the namespace that could not be checked.
         """
         ...
 
@@ -39,8 +40,8 @@ class NullEvents:
     def request(self, op: str) -> None:
         """Ignore a request."""
 
-    def object(self, result: str) -> None:
-        """Ignore an object result."""
+    def object(self, result: str, count: int = 1) -> None:
+        """Ignore object results."""
 
     def cache_hit(self, cache: str) -> None:
         """Ignore a cache hit."""
@@ -63,9 +64,9 @@ class CountingEvents:
         """Count a request by operation."""
         self.requests[op] += 1
 
-    def object(self, result: str) -> None:
-        """Count an object by result."""
-        self.objects[result] += 1
+    def object(self, result: str, count: int = 1) -> None:
+        """Count objects by result."""
+        self.objects[result] += count
 
     def cache_hit(self, cache: str) -> None:
         """Count a cache hit by cache."""

@@ -18,7 +18,7 @@ import anyio.abc
 from mirror.block.errors import BlockNotFoundError, InvalidNamespaceError
 from mirror.block.resolver import split_namespace
 from mirror.validator.events import ValidationEvents
-from mirror.validator.readers import LIST_PAGE_SIZE, AsyncObjectReader, aclose_listing
+from mirror.validator.readers import LIST_PAGE_SIZE, AsyncObjectReader, list_sizes
 from mirror.validator.run import Gate, Page, RangeOutcome, Run
 from mirror.validator.taskgroups import in_task_group
 
@@ -208,10 +208,8 @@ class ObjectChecker:
                 if page is None or not page.covers(keys[i]):
                     page = await self._list_page(prefix, _before(keys[i]), limiter)
                     run.remember_page(prefix, page)
-                j = i
-                while j < n and page.covers(keys[j]):
-                    j += 1
-                self._from_page(page, keys[i:j], sizes, outcome, run)
+                j = page.covered_end(keys, i)
+                self._settle_listed(page.sizes, keys[i:j], sizes, outcome, run)
                 i = j
         finally:
             turns.leave(ticket)
@@ -227,29 +225,42 @@ class ObjectChecker:
         """Settle the keys a page already listed covers; return the others."""
         if page is None:
             return keys
-        rest = []
+        covered: list[str] = []
+        rest: list[str] = []
         for key in keys:
-            if page.covers(key):
-                self._settle(key, sizes[key], page.sizes.get(key), outcome, run)
-            else:
-                rest.append(key)
+            (covered if page.covers(key) else rest).append(key)
+        self._settle_listed(page.sizes, covered, sizes, outcome, run)
         return rest
+
+    def _settle_listed(
+        self,
+        listed: dict[str, int],
+        keys: list[str],
+        sizes: dict[str, int],
+        outcome: RangeOutcome,
+        run: Run,
+    ) -> None:
+        """Settle ``keys`` by a page that covers them all: ``listed`` holds its keys and sizes."""
+        present = outcome.present
+        count = 0
+        for key in keys:
+            size = sizes[key]
+            found = listed.get(key)
+            if found == size:
+                present.append((key, size))
+                count += 1
+            else:
+                self._settle(key, size, found, outcome, run)
+        if count:
+            run.objects_checked += count
+            self._events.object("present", count)
 
     async def _list_page(self, prefix: str, after: str, limiter: anyio.Semaphore) -> Page:
         """Return the page of keys under ``prefix`` after ``after`` (one listing request)."""
-        sizes: dict[str, int] = {}
-        last = None
         async with limiter:
             self._events.request("list")
-            items = self._reader.list(prefix, after)
-            try:
-                async for info in items:
-                    sizes[info.key] = info.size
-                    if len(sizes) == LIST_PAGE_SIZE:
-                        last = info.key
-                        break
-            finally:
-                await aclose_listing(items)
+            sizes = await list_sizes(self._reader, prefix, after, LIST_PAGE_SIZE)
+        last = next(reversed(sizes)) if len(sizes) == LIST_PAGE_SIZE else None
         return Page(after, last, sizes)
 
     async def _head_external(

@@ -2,9 +2,11 @@
 
 The validator only reads: ``head``, ``get`` and ``list``. :class:`AsyncObjectReader` is that
 half of :class:`~mirror.block.protocol.BlockStore` as coroutines, which
-:class:`~mirror.block.s3_async.AsyncS3BlockStore` offers as it is. :class:`ThreadedObjectReader`
-runs any synchronous store (memory, local, S3) in worker threads, and :class:`CountingReader`
-reports each request the way S3 would bill it, so request counts compare across stores.
+:class:`~mirror.block.s3_async.AsyncS3BlockStore` offers as it is. A reader may also list a page
+of keys and sizes in one call (:class:`PageReader`): :func:`list_sizes` uses it where it can.
+:class:`ThreadedObjectReader` runs any synchronous store (memory, local, S3) in worker threads,
+and :class:`CountingReader` reports each request the way S3 would bill it, so request counts
+compare across stores.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ __all__ = [
     "LIST_PAGE_SIZE",
     "AsyncObjectReader",
     "CountingReader",
+    "PageReader",
     "ThreadedObjectReader",
     "aclose_listing",
+    "list_sizes",
 ]
 
 LIST_PAGE_SIZE = 1_000
@@ -63,8 +67,53 @@ class AsyncObjectReader(Protocol):
         ...
 
 
+@runtime_checkable
+class PageReader(Protocol):
+    """A reader that lists a page of keys and sizes in one call, without an object per key."""
+
+    async def list_sizes(self, prefix: str, start_after: str, limit: int) -> dict[str, int]:
+        """Return the sizes of the first ``limit`` objects under ``prefix`` after ``start_after``.
+
+        Keys in key order, as :meth:`AsyncObjectReader.list` yields them.
+        """
+        ...
+
+
+async def list_sizes(
+    reader: AsyncObjectReader, prefix: str, start_after: str, limit: int
+) -> dict[str, int]:
+    """Return the sizes of the first ``limit`` objects of ``reader`` under ``prefix``.
+
+    Uses the reader's own :meth:`PageReader.list_sizes` where it has one, else its listing,
+    closed after ``limit`` objects.
+    """
+    if isinstance(reader, PageReader):
+        return await reader.list_sizes(prefix, start_after, limit)
+    sizes: dict[str, int] = {}
+    if limit < 1:
+        return sizes
+    items = reader.list(prefix, start_after)
+    try:
+        async for info in items:
+            sizes[info.key] = info.size
+            if len(sizes) == limit:
+                break
+    finally:
+        await aclose_listing(items)
+    return sizes
+
+
 def _take(it: Iterator[ObjectInfo], count: int) -> list[ObjectInfo]:
     return list(itertools.islice(it, count))
+
+
+def _take_sizes(store: BlockStore, prefix: str, start_after: str, limit: int) -> dict[str, int]:
+    it = store.list(prefix, start_after)
+    try:
+        return {info.key: info.size for info in itertools.islice(it, limit)}
+    finally:
+        if isinstance(it, Generator):
+            it.close()
 
 
 class ThreadedObjectReader:
@@ -112,6 +161,10 @@ class ThreadedObjectReader:
         finally:
             if isinstance(it, Generator):
                 it.close()
+
+    async def list_sizes(self, prefix: str, start_after: str, limit: int) -> dict[str, int]:
+        """Return up to ``limit`` keys and sizes under ``prefix``, in one worker-thread call."""
+        return await anyio.to_thread.run_sync(_take_sizes, self._store, prefix, start_after, limit)
 
 
 class CountingReader:
@@ -162,6 +215,14 @@ class CountingReader:
                 yield info
         finally:
             await aclose_listing(items)
+
+    async def list_sizes(self, prefix: str, start_after: str, limit: int) -> dict[str, int]:
+        """Count the pages of up to ``limit`` keys and sizes as :meth:`list` counts them."""
+        self._on_request("list")
+        sizes = await list_sizes(self._inner, prefix, start_after, limit)
+        for _ in range((len(sizes) - 1) // self._page_size):
+            self._on_request("list")
+        return sizes
 
 
 async def aclose_listing(items: AsyncIterator[ObjectInfo]) -> None:

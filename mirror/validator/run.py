@@ -7,6 +7,7 @@ checks of every range of the tree record into it, and it becomes the
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
@@ -70,6 +71,14 @@ class Page:
     def covers(self, key: str) -> bool:
         """Return whether the page answers for ``key`` (listed it, or shows it absent)."""
         return key > self.after and (self.last is None or key <= self.last)
+
+    def covered_end(self, keys: list[str], start: int) -> int:
+        """Return the end of the run of sorted ``keys`` from ``start`` that the page covers."""
+        if start >= len(keys) or not self.covers(keys[start]):
+            return start
+        if self.last is None:
+            return len(keys)
+        return bisect_right(keys, self.last, start)
 
 
 class Turns:

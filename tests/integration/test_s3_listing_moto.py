@@ -110,3 +110,32 @@ async def test_async_store_listing_equals_plain_boto3(
     page["Contents"] = [{n: o[n] for n in ("Key", "Size", "ETag")} for o in page["Contents"]]
     assert page["Contents"] and page["CommonPrefixes"]
     assert raw == page
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_async_store_lists_pages_of_sizes_as_its_listing(
+    moto_region: MotoServer, listed_bucket: tuple[str, Any], anyio_backend: str
+) -> None:
+    """Keys decoded by the store itself (``+``, ``%``, entities, unicode): the listing's keys."""
+    bucket, _ = listed_bucket
+    requests: list[str] = []
+    settings = s3_settings(moto_region, page_size=4)
+    async with async_s3_client(settings) as client:
+        client.meta.events.register(
+            "before-send.s3.ListObjectsV2", lambda request, **_: requests.append(request.url)
+        )
+        store = AsyncS3BlockStore(f"s3://{bucket}/ns", client, settings)
+        listed = [(o.key, o.size) async for o in store.list()]
+        assert len(listed) == len(KEYS)
+        for after in ("", "a&b", "dir one/x", "zzz"):
+            for limit in (0, 1, 4, 5, 11, 50):
+                requests.clear()
+                sizes = await store.list_sizes("", after, limit)
+                remaining = [(k, s) for k, s in listed if k > after]
+                assert list(sizes.items()) == remaining[:limit]
+                # pages of 4 keys: as many requests as pages were needed, and no more
+                pages = max(1, -(-min(limit, len(remaining)) // 4)) if limit else 0
+                assert len(requests) == pages
+                assert all("encoding-type=url" in url for url in requests)
+        assert await store.list_sizes("dir", "", 10) == {"dir one/x": 7, "dir&two/y": 8}

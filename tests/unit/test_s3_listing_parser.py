@@ -11,6 +11,7 @@ import boto3
 import botocore.session
 import pytest
 from botocore.awsrequest import AWSResponse
+from botocore.compat import unquote_str
 from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParserError, RestXMLParser
 
@@ -28,6 +29,7 @@ from mirror.block.s3_listing import (
     check_200_error_once,
     compile_walker,
     key_list,
+    listed_keys,
     parse_listings_once,
     use_fast_listing,
 )
@@ -473,6 +475,12 @@ def test_key_lists_of_random_keys_equal_botocore(seed: int) -> None:
     assert listed is not None
     expected = RestXMLParser(timestamp_parser=parse_timestamp).parse(_response(body), _shape())
     assert _keys_only({"Contents": listed[0]})["Contents"] == _keys_only(expected)["Contents"]
+    # read as columns by a caller that asked for the encoding: the keys as they were written
+    page: dict[str, Any] = {"Contents": listed[0]}
+    if encode:
+        page["EncodingType"] = "url"
+    assert listed_keys(page) == (keys, [i * 7 for i in range(len(keys))])
+    assert listed_keys(page, cut=1) == ([k[1:] for k in keys], [i * 7 for i in range(len(keys))])
 
 
 @pytest.mark.parametrize("name", sorted(FAST_PATH))
@@ -490,3 +498,66 @@ def test_a_key_listing_client_equals_plain_boto3_on_keys_sizes_and_etags(name: s
         result["ResponseMetadata"].pop("HTTPHeaders", None)
         results.append((_keys_only(result), urls))
     assert results[0] == results[1]
+
+
+def test_key_columns_are_entries_botocore_can_change_and_columns_read_after() -> None:
+    listed = key_list(BODIES["url-encoded answer"])
+    assert listed is not None
+    columns = listed[0]
+    keys, sizes = columns.keys_and_sizes()
+    assert keys == [_quote(k) for k in TRICKY]
+    assert sizes == [i * 7 for i in range(len(TRICKY))]
+    assert len(columns) == len(TRICKY)
+    assert columns[1] == {"Key": _quote(TRICKY[1]), "Size": 7, "ETag": f'"{1:032x}"'}
+    # botocore's url-decoding handler changes the entries in place: the columns follow
+    for entry in columns:
+        entry["Key"] = unquote_str(entry["Key"])
+    assert columns.keys_and_sizes() == (TRICKY, sizes)
+    assert [entry["Key"] for entry in columns] == TRICKY
+    assert listed_keys({"Contents": [dict(e) for e in columns]}) == (TRICKY, sizes)
+    assert listed_keys({}) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("etag", "read"),
+    [
+        ("&quot;abc&quot;", '"abc"'),
+        ("abc", "abc"),
+        ("a&amp;b&#x41;", "a&bA"),
+        ("caf\u00e9", "caf\u00e9"),
+        ("a&nbsp;", None),
+        ("a&#0;", None),
+    ],
+)
+def test_key_list_etags_read_as_xml_reads_them(etag: str, read: str | None) -> None:
+    """ETags are decoded when an entry is built; what XML would not read goes to the walker."""
+    body = _body(
+        [
+            f"<Contents><Key>k{i}</Key><ETag>{etag}</ETag><Size>{i}</Size></Contents>"
+            for i in range(3)
+        ]
+    )
+    listed = key_list(body)
+    if read is None:
+        assert listed is None
+        return
+    assert listed is not None
+    assert [entry["ETag"] for entry in listed[0]] == [read] * 3
+    expected = RestXMLParser(timestamp_parser=parse_timestamp).parse(_response(body), _shape())
+    assert [o["ETag"] for o in expected["Contents"]] == [read] * 3
+
+
+def test_key_list_cuts_out_contents_wherever_they_stand() -> None:
+    """S3 writes its ``<Contents>`` in one run; a body that does not is read the same."""
+    one = _obj("a", 1, owner=False, storage=False)
+    two = _obj("b", 2, owner=False, storage=False)
+    together = _body([one, two], prefixes=("p/",))
+    apart = together.replace(two.encode(), b"").replace(
+        b"</ListBucketResult>", two.encode() + b"</ListBucketResult>"
+    )
+    assert apart != together
+    for body in (together, apart):
+        listed = key_list(body)
+        assert listed is not None
+        assert listed[0].keys_and_sizes() == (["a", "b"], [7, 14])
+        assert b"<Contents>" not in listed[1] and b"<CommonPrefixes>" in listed[1]

@@ -15,6 +15,8 @@ from mirror.validator import (
     ThreadedObjectReader,
     ValidatedRanges,
 )
+from mirror.validator.readers import PageReader, list_sizes
+from mirror.validator.run import Page
 
 pytestmark = pytest.mark.anyio
 
@@ -95,6 +97,81 @@ async def test_counting_reader_counts_only_pages_it_delivers() -> None:
         await reader.head("missing")
     assert ops == ["list", "head", "get", "head"]
     assert reader.namespace == "mem://filled"
+
+
+class ListingOnly:
+    """A reader without a page listing of its own: it lists one object at a time."""
+
+    def __init__(self, inner: ThreadedObjectReader) -> None:
+        self.inner = inner
+        self.pulled = 0
+        self.closed = False
+
+    @property
+    def namespace(self) -> str:
+        return self.inner.namespace
+
+    async def head(self, key: str) -> ObjectInfo:
+        return await self.inner.head(key)
+
+    async def get(self, key: str) -> bytes:
+        return await self.inner.get(key)
+
+    async def list(self, prefix: str = "", start_after: str = ""):  # type: ignore[no-untyped-def]
+        try:
+            async for info in self.inner.list(prefix, start_after):
+                self.pulled += 1
+                yield info
+        finally:
+            self.closed = True
+
+
+@pytest.mark.parametrize("limit", [0, 1, 7, 25, 40])
+@pytest.mark.parametrize("after", ["", "data/p/00003", "data/p/00024", "data/q"])
+async def test_pages_of_sizes_equal_the_listing_whoever_lists(limit: int, after: str) -> None:
+    store = filled(25)
+    threaded = ThreadedObjectReader(store, page_size=10)
+    expected = {i.key: i.size for i in [i async for i in threaded.list("data/", after)][:limit]}
+    assert isinstance(threaded, PageReader)
+    store.reset_counters()
+    assert list((await list_sizes(threaded, "data/", after, limit)).items()) == list(
+        expected.items()
+    )
+    assert store.requests["list"] == (limit > 0)  # one worker-thread call, one store listing
+    plain = ListingOnly(ThreadedObjectReader(store))
+    assert not isinstance(plain, PageReader)
+    assert list((await list_sizes(plain, "data/", after, limit)).items()) == list(expected.items())
+    assert plain.pulled == len(expected)
+    assert plain.closed == (limit > 0)
+
+
+@pytest.mark.parametrize(("count", "pages"), [(0, 1), (1, 1), (1_000, 1), (1_001, 2), (2_500, 3)])
+async def test_counting_reader_counts_pages_of_sizes_as_its_listing(count: int, pages: int) -> None:
+    for inner in (
+        ThreadedObjectReader(filled(count)),
+        ListingOnly(ThreadedObjectReader(filled(count))),
+    ):
+        ops: list[str] = []
+        reader = CountingReader(inner, ops.append)
+        assert len(await reader.list_sizes("data/p/", "", 5_000)) == count
+        assert ops == ["list"] * pages
+
+
+def test_a_page_covers_a_run_of_sorted_keys() -> None:
+    keys = ["a", "b", "c", "d", "e"]
+    assert Page("a", "c", {}).covered_end(keys, 0) == 0  # "a" is not after "a"
+    assert Page("a", "c", {}).covered_end(keys, 1) == 3
+    assert Page("a", "cc", {}).covered_end(keys, 1) == 3
+    assert Page("", None, {}).covered_end(keys, 2) == 5
+    assert Page("", "z", {}).covered_end(keys, 5) == 5
+    for after in ("", "a", "b", "bb"):
+        for last in (None, "a", "c", "e", "z"):
+            page = Page(after, last, {})
+            for start in range(len(keys) + 1):
+                end = start
+                while end < len(keys) and page.covers(keys[end]):
+                    end += 1
+                assert page.covered_end(keys, start) == end
 
 
 def test_object_cache_is_a_bounded_lru() -> None:
