@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 from botocore.config import Config
@@ -100,15 +101,20 @@ def client_config(settings: S3Settings) -> Config:
 def parse_timestamp(value: Any) -> datetime:
     """Parse a timestamp of an S3 response as botocore does, ISO 8601 ones much faster.
 
-    botocore parses every timestamp with dateutil, ~80 µs each: three quarters of the client's
-    CPU on a ``ListObjectsV2`` page of 1,000 keys, each with its ``LastModified``. Listings give
-    ISO 8601 with a zone, which :meth:`datetime.fromisoformat` reads; headers' RFC 1123 dates
-    and anything else still go to botocore.
+    botocore parses every timestamp with dateutil, ~60-80 µs each: three quarters of the
+    client's CPU on a ``ListObjectsV2`` page of 1,000 keys, each with its ``LastModified``, and
+    ~5 % of a small ``GetObject``'s (its ``Last-Modified`` header). Listings give ISO 8601 with a
+    zone, which :meth:`datetime.fromisoformat` reads; headers give RFC 1123 dates in GMT, which
+    :func:`email.utils.parsedate_to_datetime` reads (~4 µs). Anything else still goes to botocore.
     """
     if isinstance(value, str):
+        parsed: datetime | None
         try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
+            if value.endswith(" GMT"):
+                parsed = parsedate_to_datetime(value)
+            else:
+                parsed = datetime.fromisoformat(value)
+        except (ValueError, TypeError, IndexError):
             parsed = None
         if parsed is not None and parsed.tzinfo is not None:
             return parsed
