@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 import aioboto3
 import aiobotocore.session
@@ -23,13 +24,16 @@ from mirror.block.s3_common import S3Namespace, is_range_error
 from mirror.block.s3_config import (
     S3Settings,
     client_config,
+    parse_timestamp,
     session_options,
     use_fast_timestamps,
 )
+from mirror.block.s3_direct import DirectGets
 from mirror.block.s3_listing import (
     FastListingMixin,
     listed_keys,
     parse_listings_once,
+    read_key_page,
     use_fast_listing,
 )
 
@@ -58,12 +62,18 @@ class AsyncFastListingParserFactory(AioResponseParserFactory):
         return super().create_parser(protocol_name)
 
 
+_DIRECT: WeakKeyDictionary[Any, DirectGets] = WeakKeyDictionary()
+"""The direct GET path of each client :func:`async_s3_client` opened, while it is open."""
+
+
 @asynccontextmanager
 async def async_s3_client(settings: S3Settings | None = None) -> AsyncIterator[AsyncS3Client]:
     """Open an aioboto3 S3 client configured by ``settings``; close it on exit.
 
     Its listings hold each object's key, size and ETag only
-    (:mod:`mirror.block.s3_listing`'s key lists): what :class:`AsyncS3BlockStore` reads.
+    (:mod:`mirror.block.s3_listing`'s key lists): what :class:`AsyncS3BlockStore` reads. The
+    stores over it send their reads of whole pages and objects by
+    :class:`~mirror.block.s3_direct.DirectGets` first.
     """
     settings = settings or S3Settings()
     session = aioboto3.Session(
@@ -76,7 +86,11 @@ async def async_s3_client(settings: S3Settings | None = None) -> AsyncIterator[A
     async with session.client("s3", endpoint_url=settings.endpoint_url, config=config) as client:
         # the store lists keys, sizes and ETags only (AsyncS3BlockStore.list)
         parse_listings_once(client.meta.events, keys_only=True)
-        yield client
+        direct = _DIRECT[client] = DirectGets(client, settings)
+        try:
+            yield client
+        finally:
+            await direct.close()
 
 
 class AsyncS3BlockStore(S3Namespace):
@@ -92,6 +106,7 @@ class AsyncS3BlockStore(S3Namespace):
     ) -> None:
         super().__init__(namespace, settings)
         self._client = client
+        self._direct = _DIRECT.get(client)
 
     async def head(self, key: str) -> ObjectInfo:
         """Return size and etag of the object at ``key``.
@@ -121,6 +136,11 @@ class AsyncS3BlockStore(S3Namespace):
         args = self._read_args(key, start, end)
         if args is None:
             return self._empty_read(key, start, (await self.head(key)).size)
+        if self._direct is not None:
+            ranged = {"Range": args["Range"]} if "Range" in args else None
+            found = await self._direct.get("GetObject", self._bucket, args["Key"], headers=ranged)
+            if found is not None:
+                return found
         try:
             response = await self._client.get_object(**args)
             async with response["Body"] as body:
@@ -155,9 +175,30 @@ class AsyncS3BlockStore(S3Namespace):
         sizes: dict[str, int] = {}
         while len(sizes) < limit:
             args["MaxKeys"] = min(self._settings.page_size, limit - len(sizes))
-            with self._errors(prefix, "list"):
-                page = await self._client.list_objects_v2(**args)
+            page = await self._list_page(args)
             sizes.update(zip(*listed_keys(page, cut), strict=True))
             if not self._next_page(args, page):
                 break
         return sizes
+
+    async def _list_page(self, args: dict[str, Any]) -> Any:
+        """Return one ``ListObjectsV2`` page of ``args``, sent directly where it can be."""
+        if self._direct is not None:
+            query = {
+                "list-type": "2",
+                "prefix": args["Prefix"],
+                "max-keys": str(args["MaxKeys"]),
+                "encoding-type": args["EncodingType"],
+            }
+            if "StartAfter" in args:
+                query["start-after"] = args["StartAfter"]
+            if "ContinuationToken" in args:
+                query["continuation-token"] = args["ContinuationToken"]
+            body = await self._direct.get("ListObjectsV2", self._bucket, query=query)
+            if body is not None:
+                model = self._client.meta.service_model.operation_model("ListObjectsV2")
+                page = read_key_page(body, model.output_shape, parse_timestamp)
+                if page is not None:
+                    return page
+        with self._errors(args["Prefix"], "list"):
+            return await self._client.list_objects_v2(**args)

@@ -50,6 +50,7 @@ __all__ = [
     "key_list",
     "listed_keys",
     "parse_listings_once",
+    "read_key_page",
     "use_fast_listing",
 ]
 
@@ -391,6 +392,36 @@ def listed_keys(page: Mapping[str, Any], cut: int = 0) -> tuple[list[str], list[
     if cut:
         keys = [key[cut:] for key in keys]
     return keys, sizes
+
+
+def read_key_page(
+    body: bytes, shape: Shape | None, timestamp: Callable[[str], Any]
+) -> dict[str, Any] | None:
+    """Read a ``200`` answer's body to ``ListObjectsV2`` as a key-listing client would parse it.
+
+    ``Contents`` is a :class:`KeyColumns`; the rest is what botocore's walker gives. ``None``
+    when the body is not a listing read exactly (an ``<Error>``, a cut body, anything the
+    expression or the walker leave to botocore): the caller then asks botocore.
+    """
+    walker = compile_walker(shape)
+    listed = key_list(body)
+    if walker is None or listed is None:
+        return None
+    try:
+        # the configured S3 endpoint's answer; expat expands no external entity
+        parser = XMLParser(target=TreeBuilder(), encoding="utf-8")  # nosec B314
+        parser.feed(listed[1])
+        root = parser.close()
+    except ParseError:
+        return None
+    if root.tag.rpartition("}")[2] != "ListBucketResult":
+        return None
+    parsed = walker.walk(root, timestamp)
+    if parsed is None or "Contents" in parsed:
+        return None
+    if listed[0]:
+        parsed["Contents"] = listed[0]
+    return parsed
 
 
 # botocore's own check, a private name the stubs do not list; installed on the session by botocore.

@@ -9,6 +9,7 @@ import pytest
 
 from mirror.block.s3 import S3BlockStore, make_s3_client
 from mirror.block.s3_async import AsyncS3BlockStore, async_s3_client
+from mirror.block.s3_direct import DirectGets
 from tests.integration.moto_fixtures import (
     ACCESS_KEY,
     SECRET_KEY,
@@ -114,28 +115,54 @@ async def test_async_store_listing_equals_plain_boto3(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("direct", [True, False])
 async def test_async_store_lists_pages_of_sizes_as_its_listing(
-    moto_region: MotoServer, listed_bucket: tuple[str, Any], anyio_backend: str
+    moto_region: MotoServer,
+    listed_bucket: tuple[str, Any],
+    anyio_backend: str,
+    direct: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Keys decoded by the store itself (``+``, ``%``, entities, unicode): the listing's keys."""
+    """Keys decoded by the store itself (``+``, ``%``, entities, unicode): the listing's keys.
+
+    Sent directly (aiohttp, signed by botocore) or, with that path off, by botocore: the same
+    pages, one request each.
+    """
     bucket, _ = listed_bucket
-    requests: list[str] = []
+    by_botocore: list[str] = []
+    sent_directly: list[dict[str, str]] = []
+    original = DirectGets.get
+
+    async def counted(self: DirectGets, operation: str, *args: Any, **kwargs: Any) -> Any:
+        found = await original(self, operation, *args, **kwargs)
+        if found is not None and operation == "ListObjectsV2":
+            sent_directly.append(kwargs["query"])
+        return found
+
+    monkeypatch.setattr(DirectGets, "get", counted)
     settings = s3_settings(moto_region, page_size=4)
     async with async_s3_client(settings) as client:
         client.meta.events.register(
-            "before-send.s3.ListObjectsV2", lambda request, **_: requests.append(request.url)
+            "before-send.s3.ListObjectsV2", lambda request, **_: by_botocore.append(request.url)
         )
         store = AsyncS3BlockStore(f"s3://{bucket}/ns", client, settings)
+        assert store._direct is not None
+        store._direct.enabled = direct
         listed = [(o.key, o.size) async for o in store.list()]
         assert len(listed) == len(KEYS)
         for after in ("", "a&b", "dir one/x", "zzz"):
             for limit in (0, 1, 4, 5, 11, 50):
-                requests.clear()
+                by_botocore.clear()
+                sent_directly.clear()
                 sizes = await store.list_sizes("", after, limit)
                 remaining = [(k, s) for k, s in listed if k > after]
                 assert list(sizes.items()) == remaining[:limit]
                 # pages of 4 keys: as many requests as pages were needed, and no more
                 pages = max(1, -(-min(limit, len(remaining)) // 4)) if limit else 0
-                assert len(requests) == pages
-                assert all("encoding-type=url" in url for url in requests)
+                if direct:
+                    assert (len(sent_directly), by_botocore) == (pages, [])
+                    assert all(q["encoding-type"] == "url" for q in sent_directly)
+                else:
+                    assert (len(by_botocore), sent_directly) == (pages, [])
+                    assert all("encoding-type=url" in url for url in by_botocore)
         assert await store.list_sizes("dir", "", 10) == {"dir one/x": 7, "dir&two/y": 8}
