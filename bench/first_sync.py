@@ -139,7 +139,12 @@ class S3Process:
 
 @contextmanager
 def s3_process(
-    log: Path, buckets: Sequence[str], fills: Sequence[str] = (), *, indexed: bool = True
+    log: Path,
+    buckets: Sequence[str],
+    fills: Sequence[str] = (),
+    *,
+    indexed: bool = True,
+    keep_alive: bool = False,
 ) -> Iterator[S3Process]:
     """Run :mod:`bench.s3_server` filled as ``fills`` say until the block ends."""
     port = free_port()
@@ -149,6 +154,8 @@ def s3_process(
     command += [a for f in fills for a in ("--fill", f)]
     if indexed:
         command.append("--indexed-listing")
+    if keep_alive:
+        command.append("--keep-alive")
     root = Path(__file__).resolve().parents[1]
     with open(log, "ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=root)
@@ -508,6 +515,7 @@ def run_bench(
     modes: Sequence[bool] = (False, True),
     deadline: float = 3600.0,
     indexed: bool = True,
+    keep_alive: bool = False,
     pages: int = 20,
 ) -> Bench:
     """Set both regions up, run a first sync per mode (``True``: Spark), measure the server."""
@@ -522,6 +530,7 @@ def run_bench(
                 [DEST_BUCKET],
                 [f"{DEST_BUCKET}/{PREFIX}:{objects}"],
                 indexed=indexed,
+                keep_alive=keep_alive,
             )
         )
         setup["S3 servers up, destination filled"] = time.perf_counter() - began
@@ -620,6 +629,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--async", dest="async_", action=argparse.BooleanOptionalAction, default=True
     )
     parser.add_argument("--stock-listing", action="store_true", help="moto's own listing")
+    parser.add_argument(
+        "--keep-alive",
+        action="store_true",
+        help="the destination's S3 server keeps connections open, as S3 does",
+    )
     parser.add_argument("--deadline", type=float, default=3600.0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -631,7 +645,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"command: python -m bench.first_sync {' '.join(argv or sys.argv[1:])}")
     with tempfile.TemporaryDirectory(prefix="lakemirror-first-sync-") as tmp:
         bench = run_bench(
-            objects, Path(tmp), modes=modes, deadline=args.deadline, indexed=not args.stock_listing
+            objects,
+            Path(tmp),
+            modes=modes,
+            deadline=args.deadline,
+            indexed=not args.stock_listing,
+            keep_alive=args.keep_alive,
         )
     print(report(bench))
     if args.json:

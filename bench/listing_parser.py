@@ -7,8 +7,10 @@ run, (a) parses it N times with botocore's rest-xml parser and with
 (b) calls ``list_objects_v2`` N times through a plain boto3 client and through
 :func:`~mirror.block.s3.make_s3_client`, the answer served by botocore's ``before-send`` hook
 (signing, retries' bookkeeping, url-decoding handler included; no network) and through a
-client reading key lists (:func:`~mirror.block.s3_listing.key_list`, as the validator's
-asynchronous client does). It prints CPU
+client reading key lists (:func:`~mirror.block.s3_listing.key_list`), once taking its
+entries as botocore hands them and once as the validator's asynchronous store reads a page
+(``EncodingType`` asked for, keys and sizes read as columns by
+:func:`~mirror.block.s3_listing.listed_keys` into one dictionary). It prints CPU
 microseconds per listed key (``time.process_time``) and the 1-minute load average.
 """
 
@@ -32,7 +34,12 @@ from mirror.block.s3 import (
     parse_timestamp,
     use_fast_timestamps,
 )
-from mirror.block.s3_listing import FastListingParser, parse_listings_once, use_fast_listing
+from mirror.block.s3_listing import (
+    FastListingParser,
+    listed_keys,
+    parse_listings_once,
+    use_fast_listing,
+)
 
 HEADERS = {"x-amz-request-id": "R", "x-amz-id-2": "H", "content-type": "application/xml"}
 
@@ -124,15 +131,20 @@ def main(argv: list[str] | None = None) -> None:
     assert [
         (o["Key"], o["Size"], o["ETag"]) for o in plain.list_objects_v2(**page)["Contents"]
     ] == [(o["Key"], o["Size"], o["ETag"]) for o in keys_only.list_objects_v2(**page)["Contents"]]
+    encoded = {**page, "EncodingType": "url"}
+
+    def sizes() -> dict[str, int]:
+        return dict(zip(*listed_keys(keys_only.list_objects_v2(**encoded), 5), strict=True))
+
+    assert sizes() == {o["Key"][5:]: o["Size"] for o in plain.list_objects_v2(**page)["Contents"]}
 
     cases: dict[str, Callable[[], Any]] = {
         "parse only, botocore": lambda: stock.parse(response(), shape),
         "parse only, dedicated walker": lambda: fast.parse(response(), shape),
         "list_objects_v2 call, plain boto3 client": lambda: plain.list_objects_v2(**page),
         "list_objects_v2 call, make_s3_client": lambda: ours.list_objects_v2(**page),
-        "list_objects_v2 call, key lists (the validator's client)": lambda: (
-            keys_only.list_objects_v2(**page)
-        ),
+        "list_objects_v2 call, key lists, entries": lambda: keys_only.list_objects_v2(**page),
+        "list_objects_v2 call, key lists, keys and sizes (the validator's page)": sizes,
     }
     totals = dict.fromkeys(cases, 0.0)
     rounds = 4

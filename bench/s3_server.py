@@ -16,6 +16,10 @@ with a million keys one ``ListObjectsV2`` page costs the server about a second. 
 the bucket's keys instead (rebuilt whenever the bucket's key count changes), answering the same
 pages as moto; ``?indexed=0`` restores moto's own listing, so that both rates can be measured on
 the same server.
+
+moto's server (werkzeug's) closes the connection after every answer, so each request of a client
+opens a new one. With ``--keep-alive`` the same application is served by waitress (8 threads),
+which keeps HTTP/1.1 connections open as S3 does.
 """
 
 from __future__ import annotations
@@ -233,6 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--indexed-listing", action="store_true")
+    parser.add_argument("--keep-alive", action="store_true")
     args = parser.parse_args(argv)
 
     from moto.moto_server.werkzeug_app import (
@@ -247,6 +252,11 @@ def main(argv: list[str] | None = None) -> None:
     install_index(index)
     fill(args.bucket, args.fill, args.region)
     app = CountingApp(DomainDispatcherApplication(create_backend_app), index)
+    if args.keep_alive:
+        import waitress
+
+        waitress.serve(app, host=args.host, port=args.port, threads=8, _quiet=True)
+        return
     run_simple(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.first_sync import report, run_bench
+from bench.first_sync import report, run_bench, s3_process
 from bench.s3_server import operation
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
@@ -35,6 +35,30 @@ def test_first_sync_of_a_small_lake_end_to_end(tmp_path: Path) -> None:
     assert [r.requests for r in bench.rates] == [2, 1, 2]
     text = report(bench)
     assert "async validator" in text and "ListObjectsV2" in text
+
+
+@pytest.mark.parametrize("keep_alive", [False, True])
+def test_the_s3_server_keeps_connections_open_when_asked(tmp_path: Path, keep_alive: bool) -> None:
+    """moto's own server closes every connection; ``--keep-alive`` serves it as S3 would."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    with s3_process(tmp_path / "s3.log", ["bench-bucket"], keep_alive=keep_alive) as s3:
+        url = urlsplit(s3.url)
+        connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=30)
+        answers = []
+        for _ in range(3):
+            connection.request("GET", "/bench-bucket?list-type=2")
+            answer = connection.getresponse()
+            answer.read()
+            answers.append((answer.status, answer.getheader("Connection")))
+            if answer.will_close:
+                connection.close()
+        connection.close()
+        counts = s3.http.get("/_bench/requests").json()["ops"]
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert all((header == "close") != keep_alive for _, header in answers)
+    assert counts["ListObjectsV2"]["count"] == 3
 
 
 @pytest.mark.parametrize(

@@ -14,21 +14,15 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import boto3
 import botocore.auth
 import pytest
 
 from mirror.block import BlockNotFoundError, InvalidRangeError
+from mirror.block.s3 import make_s3_client
 from mirror.block.s3_async import _DIRECT, AsyncS3BlockStore, async_s3_client
 from mirror.block.s3_config import S3Settings
 from mirror.block.s3_direct import DirectGets
-from tests.integration.moto_fixtures import (
-    ACCESS_KEY,
-    SECRET_KEY,
-    MotoServer,
-    create_bucket,
-    s3_settings,
-)
+from tests.integration.moto_fixtures import MotoServer, create_bucket, s3_settings
 from tests.integration.test_server_s3_faults import FaultyProxy, running_proxy
 
 pytestmark = [pytest.mark.s3, pytest.mark.anyio]
@@ -149,18 +143,14 @@ async def test_direct_requests_are_signed_as_botocore_signs_its_own(
 
 
 @pytest.fixture
-def moto_bucket(moto_region: MotoServer) -> tuple[str, Any]:
-    plain = boto3.session.Session(
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
-        region_name=moto_region.region,
-    ).client("s3", endpoint_url=moto_region.url)
-    bucket = create_bucket(moto_region, plain)
-    plain.put_object(Bucket=bucket, Key="ns/file", Body=b"0123456789")
-    plain.put_object(Bucket=bucket, Key="ns/empty", Body=b"")
+def moto_bucket(moto_region: MotoServer) -> str:
+    client = make_s3_client(s3_settings(moto_region))
+    bucket = create_bucket(moto_region, client)
+    client.put_object(Bucket=bucket, Key="ns/file", Body=b"0123456789")
+    client.put_object(Bucket=bucket, Key="ns/empty", Body=b"")
     for i in range(7):
-        plain.put_object(Bucket=bucket, Key=f"ns/list/{i:02d}", Body=b"x" * i)
-    return bucket, plain
+        client.put_object(Bucket=bucket, Key=f"ns/list/{i:02d}", Body=b"x" * i)
+    return bucket
 
 
 @pytest.fixture
@@ -200,11 +190,11 @@ def _settings(server: MotoServer, proxy: FaultyProxy) -> S3Settings:
 
 async def test_reads_go_direct_and_answer_as_botocore_answers(
     moto_region: MotoServer,
-    moto_bucket: tuple[str, Any],
+    moto_bucket: str,
     faulty: FaultyProxy,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    bucket, _ = moto_bucket
+    bucket = moto_bucket
     settings = _settings(moto_region, faulty)
     async with async_s3_client(settings) as client:
         count = Counted(client, monkeypatch)
@@ -250,13 +240,13 @@ DENIED = (403, {"Content-Type": "application/xml"}, b"<Error><Code>AccessDenied<
 )
 async def test_a_failed_direct_request_is_sent_again_by_botocore(
     moto_region: MotoServer,
-    moto_bucket: tuple[str, Any],
+    moto_bucket: str,
     fault: tuple[int, dict[str, str], bytes],
     stays_on: bool,
     requests: tuple[str, ...],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    bucket, _ = moto_bucket
+    bucket = moto_bucket
     with running_proxy(moto_region.url, fault=fault) as proxy:
         settings = _settings(moto_region, proxy)
         async with async_s3_client(settings) as client:
@@ -286,12 +276,12 @@ async def test_a_failed_direct_request_is_sent_again_by_botocore(
 
 
 async def test_a_store_on_another_client_reads_through_botocore(
-    moto_region: MotoServer, moto_bucket: tuple[str, Any]
+    moto_region: MotoServer, moto_bucket: str
 ) -> None:
     """Only clients opened by ``async_s3_client`` have a direct path (and close it)."""
     import aiobotocore.session
 
-    bucket, _ = moto_bucket
+    bucket = moto_bucket
     settings = s3_settings(moto_region)
     session = aiobotocore.session.get_session()
     async with session.create_client(
