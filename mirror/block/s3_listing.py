@@ -394,6 +394,32 @@ def listed_keys(page: Mapping[str, Any], cut: int = 0) -> tuple[list[str], list[
     return keys, sizes
 
 
+def _tree(body: bytes) -> Element | None:
+    """Return the XML tree of a listing's body (the rest of it, with key lists), or ``None``."""
+    try:
+        # the configured S3 endpoint's answer; expat expands no external entity and caps
+        # entity amplification
+        parser = XMLParser(target=TreeBuilder(), encoding="utf-8")  # nosec B314
+        parser.feed(body)
+        root: Element = parser.close()
+    except ParseError:
+        return None
+    return root
+
+
+def _with_contents(parsed: dict[str, Any] | None, listed: KeyColumns) -> dict[str, Any] | None:
+    """Put the ``<Contents>`` key lists read into the walk of the rest of the body.
+
+    ``None`` when the rest still holds a ``<Contents>`` (one the expression did not remove: the
+    key lists cannot be the page's).
+    """
+    if parsed is None or "Contents" in parsed:
+        return None
+    if listed:
+        parsed["Contents"] = listed
+    return parsed
+
+
 def read_key_page(
     body: bytes, shape: Shape | None, timestamp: Callable[[str], Any]
 ) -> dict[str, Any] | None:
@@ -407,21 +433,10 @@ def read_key_page(
     listed = key_list(body)
     if walker is None or listed is None:
         return None
-    try:
-        # the configured S3 endpoint's answer; expat expands no external entity
-        parser = XMLParser(target=TreeBuilder(), encoding="utf-8")  # nosec B314
-        parser.feed(listed[1])
-        root = parser.close()
-    except ParseError:
+    root = _tree(listed[1])
+    if root is None or root.tag.rpartition("}")[2] != "ListBucketResult":
         return None
-    if root.tag.rpartition("}")[2] != "ListBucketResult":
-        return None
-    parsed = walker.walk(root, timestamp)
-    if parsed is None or "Contents" in parsed:
-        return None
-    if listed[0]:
-        parsed["Contents"] = listed[0]
-    return parsed
+    return _with_contents(walker.walk(root, timestamp), listed[0])
 
 
 # botocore's own check, a private name the stubs do not list; installed on the session by botocore.
@@ -466,16 +481,8 @@ def check_200_error_once(
     listed = key_list(body) if keys_only else None
     if listed is not None:
         body = listed[1]
-    try:
-        # the configured S3 endpoint's answer; expat expands no external entity and caps
-        # entity amplification
-        parser = XMLParser(target=TreeBuilder(), encoding="utf-8")  # nosec B314
-        parser.feed(body)
-        root = parser.close()
-    except ParseError:
-        response_dict["status_code"] = 500
-        return
-    if root.tag == "Error":
+    root = _tree(body)
+    if root is None or root.tag == "Error":
         response_dict["status_code"] = 500
         return
     response_dict[_ROOT] = root
@@ -518,11 +525,8 @@ class FastListingMixin:
             if root is None:
                 root = parser._initial_body_parse(response["body"])
             parsed = walker.walk(root, parser._timestamp_parser)
-            if parsed is not None and listed is not None:
-                if "Contents" in parsed:
-                    parsed = None  # a <Contents> the expression did not remove: cannot be
-                elif listed:
-                    parsed["Contents"] = listed
+            if listed is not None:
+                parsed = _with_contents(parsed, listed)
             if parsed is not None:
                 final_parsed.update(parsed)
                 return
