@@ -9,10 +9,10 @@ request costs ~0.6 ms.
 :class:`DirectGets` sends them so, on the happy path only. The URL of a bucket is the one
 botocore's endpoint rules give (worked out once per bucket, with the signing context the rules
 carry); each request is signed by the client's own request signer (its credentials, refreshed
-as botocore refreshes them; its ``before-sign`` handlers run); only a ``200`` answer whose body
-arrived whole is taken. A whole ``GetObject`` asks for the object's checksum and checks it as
-botocore does (its ``response_checksum_validation``, its algorithms in its order; a composite
-checksum of parts is not checked).
+as botocore refreshes them; its ``before-sign`` handlers run); only a ``200`` answer (``206``
+to a ranged read) whose body arrived whole is taken. Each ``GetObject`` asks for the object's
+checksum and checks it as botocore does (its ``response_checksum_validation``, its algorithms
+in its order; a composite checksum of parts is not checked).
 
 Anything else gives ``None`` (another status, a redirect, a transport error, a body cut short,
 a timeout, a checksum that does not match), and the caller sends the same request through
@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -60,7 +61,12 @@ class DirectGets:
         self._client: Any = client
         self._settings = settings
         self._session: aiohttp.ClientSession | None = None
-        self._buckets: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {}
+        self._buckets: dict[str, _Bucket] = {}
+        # whether botocore checks the checksum of an object's answer (its configuration's say)
+        self._checks = (
+            getattr(client.meta.config, "response_checksum_validation", "when_supported")
+            == "when_supported"
+        )
         self.enabled = True
 
     async def close(self) -> None:
@@ -92,7 +98,7 @@ class DirectGets:
         if not self.enabled:
             return None
         try:
-            checked = operation == "GetObject" and self._validates()
+            checked = operation == "GetObject" and self._checks
             asked = {**(headers or {}), **({"x-amz-checksum-mode": "ENABLED"} if checked else {})}
             request = await self._signed(operation, bucket, key, query, asked)
             session = self._open()
@@ -115,13 +121,6 @@ class DirectGets:
             self._turn_off(f"{type(exc).__name__}: {exc}")
             return None
 
-    def _validates(self) -> bool:
-        """Return whether botocore would check the checksum of a whole object's answer."""
-        config = self._client.meta.config
-        return getattr(config, "response_checksum_validation", "when_supported") == (
-            "when_supported"
-        )
-
     def _turn_off(self, why: str) -> None:
         if self.enabled:
             _log.warning("direct S3 GET requests turned off, botocore sends them: %s", why)
@@ -140,8 +139,8 @@ class DirectGets:
             )
         return self._session
 
-    async def _bucket(self, bucket: str) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """Return the URL of ``bucket``, the headers and the signing context its rules give."""
+    async def _bucket(self, bucket: str) -> _Bucket:
+        """Return where ``bucket``'s requests go, as botocore's endpoint rules say (once)."""
         found = self._buckets.get(bucket)
         if found is None:
             model = self._client.meta.service_model.operation_model("GetObject")
@@ -149,7 +148,12 @@ class DirectGets:
             url, headers, _ = await self._client._resolve_endpoint_ruleset(
                 model, {"Bucket": bucket, "Key": "k"}, context
             )
-            found = self._buckets[bucket] = (url.rstrip("/"), dict(headers), context)
+            base = url.rstrip("/")
+            # as botocore writes it: the bucket's own URL when it has a path (path style), else "/"
+            found = _Bucket(
+                f"{base}/", base if urlsplit(base).path else f"{base}/", dict(headers), context
+            )
+            self._buckets[bucket] = found
         return found
 
     async def _signed(
@@ -160,18 +164,28 @@ class DirectGets:
         query: Mapping[str, str] | None,
         headers: Mapping[str, str] | None,
     ) -> AWSRequest:
-        base, extra, context = await self._bucket(bucket)
-        # as botocore writes it: the bucket's own URL when it has a path (path style), else "/"
-        if key or not urlsplit(base).path:
-            url = f"{base}/{quote(key, safe='/~')}"
-        else:
-            url = base
+        where = await self._bucket(bucket)
+        url = where.objects + quote(key, safe="/~") if key else where.itself
         if query:
             url += "?" + urlencode(sorted(query.items()), quote_via=quote, safe="~")
-        request = AWSRequest(method="GET", url=url, headers={**extra, **(headers or {})})
-        request.context = copy.deepcopy(context)
+        request = AWSRequest(method="GET", url=url, headers={**where.headers, **(headers or {})})
+        request.context = copy.deepcopy(where.context)
         await self._client._request_signer.sign(operation, request)
         return request
+
+
+@dataclass(frozen=True, slots=True)
+class _Bucket:
+    """Where one bucket's requests go, and what its endpoint rules add to them."""
+
+    objects: str
+    """The URL its keys follow."""
+    itself: str
+    """The URL of the bucket (its listings)."""
+    headers: dict[str, str]
+    """Headers the rules ask for."""
+    context: dict[str, Any]
+    """The signing context the rules give (each request signs a copy)."""
 
 
 def _checksum_matches(headers: Mapping[str, str], body: bytes) -> bool:
