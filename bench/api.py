@@ -12,8 +12,11 @@ level):
   measures each cell on one right after the other). No
   ``LAKEMIRROR_*`` variable of the caller's environment reaches it (``LAKEMIRROR_CONFIG``
   included), so no configuration file or setting can move it off the embedded default;
-- a bare FastAPI app (one process) with two endpoints: ``GET /small`` answers a small JSON
-  body, and ``POST /upload`` reads a 1 KiB body and answers a small JSON body.
+- a bare FastAPI app (one process) with three endpoints: ``GET /small`` answers a small JSON
+  body, ``GET /small-async`` answers the same body from an ``async def`` endpoint, and ``POST
+  /upload`` reads a 1 KiB body and answers a small JSON body. FastAPI runs a plain ``def``
+  endpoint such as ``/small`` on a worker thread, so the bare GET includes that thread hop; the
+  async GET is the stack's own cost without it (protocol, middleware, routing, JSON).
 
 Against the server it measures, at each concurrency (threads, one keep-alive ``httpx.Client``
 each), ``--requests`` requests of:
@@ -144,6 +147,15 @@ class BareGet(Operation):
 
     def call(self, client: httpx.Client, worker: int, i: int) -> float:
         return _timed(lambda: client.get("/small"), 200)
+
+
+class BareGetAsync(Operation):
+    name = "bare GET, async endpoint"
+    kind = "bare"
+    bare = "GET async"
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        return _timed(lambda: client.get("/small-async"), 200)
 
 
 class BarePost(Operation):
@@ -483,11 +495,16 @@ def bare_server(
 
 
 def bare_app() -> FastAPI:
-    """Return the bare FastAPI app: a small JSON ``GET`` and a 1 KiB body ``POST``."""
+    """Return the bare FastAPI app: a small JSON ``GET`` (from a ``def`` and from an ``async def``
+    endpoint) and a 1 KiB body ``POST``."""
     app = FastAPI()
 
     @app.get("/small")
     def small() -> dict[str, Any]:
+        return {"id": "main", "commit_id": "0" * 64}
+
+    @app.get("/small-async")
+    async def small_async() -> dict[str, Any]:
         return {"id": "main", "commit_id": "0" * 64}
 
     @app.post("/upload", status_code=201)
@@ -735,7 +752,7 @@ def run(
             _populate(clients)
             servers[n] = (pid, clients, _operations(seed))
         for concurrency in concurrencies:
-            for op in (BareGet(), BarePost()):
+            for op in (BareGet(), BareGetAsync(), BarePost()):
                 _log(f"{op.name} at concurrency {concurrency}")
                 cells.append(run_cell(op, bare_clients, concurrency, requests, bare_pid))
         for concurrency in concurrencies:

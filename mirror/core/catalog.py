@@ -282,13 +282,13 @@ class Catalog(ObjectsFacade):
         announce.post(self._hooks, ran, commit_id=branch.commit_id)
         return branch
 
-    def get_branch(self, repository: str, name: str) -> Branch:
-        """Return a branch.
+    def get_branch(self, repository: str | Repository, name: str) -> Branch:
+        """Return a branch (``repository``: a name, or a record just read).
 
         Raises:
             BranchNotFoundError: no such branch.
         """
-        return self._ctx.refs.get_branch(self._ctx.repository(repository), validate_branch_id(name))
+        return self._ctx.refs.get_branch(self._ctx.record(repository), validate_branch_id(name))
 
     def list_branches(self, repository: str, prefix: str = "", after: str = "") -> Iterator[Branch]:
         """Yield branches in name order."""

@@ -9,13 +9,14 @@ authenticates the signature (:mod:`mirror.gateway.auth`) and hands each operatio
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio.to_thread
 
 from mirror.auth.errors import PermissionDeniedError
 from mirror.auth.permissions import Permission
+from mirror.errors import LakeMirrorError
 from mirror.gateway.errors import S3Code, S3Error
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["GatewayState", "Handler", "S3Request"]
 
 T = TypeVar("T")
+_LOCAL_SCHEME = "local://"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,21 @@ class GatewayState:
     auth: AuthStore
     settings: GatewaySettings
     login_tokens: LoginTokens | None = None
+
+    @property
+    def inline_reads(self) -> bool:
+        """Whether the KVs of the catalog and of the keys read in-process (``local_reads``).
+
+        Their reads then cost microseconds and never wait for a writer: a read of keys, or of a
+        repository whose namespace is a local directory, may run on the event loop, where a
+        worker thread would add a hop and no parallelism (the REST API's rule, see
+        :func:`mirror.api.deps.inline_repository`).
+        """
+        return _local_reads(self.catalog.kv) and _local_reads(self.auth.kv)
+
+
+def _local_reads(kv: object) -> bool:
+    return getattr(kv, "local_reads", False) is True
 
 
 @dataclass
@@ -75,6 +92,19 @@ class S3Request:
     caller: Caller
     body: AsyncIterator[bytes]
     content_length: int | None
+    _inline: bool | None = field(default=None, init=False, repr=False)
+
+    def reads_inline(self) -> bool:
+        """Whether this request's reads of its bucket may run on the event loop.
+
+        They may when :attr:`GatewayState.inline_reads` holds and the bucket is a repository
+        whose storage namespace is a local directory: a stat, or the read of a small object,
+        is then CPU work on local files. Decided once a request; never raises (an unknown
+        bucket reads on a worker thread, which answers its error).
+        """
+        if self._inline is None:
+            self._inline = self.bucket is not None and self.state.inline_reads and _local(self)
+        return self._inline
 
     @property
     def query(self) -> QueryParams:
@@ -125,3 +155,12 @@ class S3Request:
 
 Handler = Callable[[S3Request], Awaitable["Response"]]
 """An S3 operation: answers a response or raises :class:`~mirror.gateway.errors.S3Error`."""
+
+
+def _local(req: S3Request) -> bool:
+    assert req.bucket is not None
+    try:
+        repo = req.state.catalog.get_repository(req.bucket)
+    except LakeMirrorError:
+        return False
+    return repo.storage_namespace.startswith(_LOCAL_SCHEME)

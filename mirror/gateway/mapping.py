@@ -239,6 +239,7 @@ async def call(
     *args: object,
     key: str | None = None,
     write: bool = False,
+    reads: bool = False,
 ) -> T:
     """Run the blocking ``fn(*args)`` in a worker thread, its errors mapped by :func:`s3_errors`.
 
@@ -247,7 +248,9 @@ async def call(
         fn: The catalog call.
         *args: Its arguments.
         key: The object path the error names (S3's ``<Key>``).
-        write: Whether the call writes (see :func:`to_s3_error`).
+        write: Whether the error is that of a write (see :func:`to_s3_error`).
+        reads: ``fn`` only reads (the KV, the bucket's files): it runs on the event loop
+            when :meth:`S3Request.reads_inline` allows.
     """
     catalog = req.state.catalog
 
@@ -255,6 +258,8 @@ async def call(
         with s3_errors(req.bucket, key, catalog=catalog, write=write):
             return fn(*args)
 
+    if reads and req.reads_inline():
+        return run()
     return await anyio.to_thread.run_sync(run)
 
 

@@ -123,7 +123,7 @@ async def _stat(req: S3Request) -> tuple[str, str, ObjectStat]:
             bucket=bucket,
             key=req.key,
         )
-    stat = await call(req, req.state.catalog.stat_object, bucket, ref, path, key=path)
+    stat = await call(req, req.state.catalog.stat_object, bucket, ref, path, key=path, reads=True)
     return bucket, ref, stat
 
 
@@ -166,7 +166,11 @@ async def _read(req: S3Request, *, head: bool) -> Response:
     headers["content-length"] = str(end - start)
     if head:
         return Response(status_code=status, headers=headers)
-    first, rest = await call(req, _open, req.state.catalog, bucket, stat, start, end, key=stat.path)
+    catalog = req.state.catalog
+    # the first chunk only (the rest streams from a worker thread)
+    first, rest = await call(
+        req, _open, catalog, bucket, stat, start, end, key=stat.path, reads=True
+    )
     if end - start <= CHUNK:
         return Response(b"".join(first), status_code=status, headers=headers)
     # a sync iterator: Starlette reads each chunk in a worker thread, one at a time
@@ -289,12 +293,12 @@ async def put_object(req: S3Request) -> Response:
     if not path and req.content_length == 0:
         # a directory marker of the branch root (pyarrow's create_dir writes one): the root
         # always exists, so nothing is stored once the branch is known to be writable
-        await call(req, _writable_branch, catalog, bucket, ref, key=path, write=True)
+        await call(req, _writable_branch, catalog, bucket, ref, key=path, write=True, reads=True)
         return Response(status_code=200, headers={"etag": f'"{_EMPTY_MD5}"'})
-    target = await call(req, resolve_write_target, catalog, bucket, ref, path, key=path)
+    target = await call(req, resolve_write_target, catalog, bucket, ref, path, key=path, reads=True)
     metadata = stored_metadata(req)
     if (req.headers.get("if-none-match") or "").strip() == "*" and await call(
-        req, _exists, catalog, bucket, ref, path, key=path
+        req, _exists, catalog, bucket, ref, path, key=path, reads=True
     ):
         raise S3Error(S3Code.PRECONDITION_FAILED, bucket=bucket, key=path)
     content_type = req.headers.get("content-type") or None

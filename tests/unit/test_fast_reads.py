@@ -10,6 +10,7 @@ the app's own HTTP Basic scheme either way, so undecodable ones get the same 401
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -232,3 +233,47 @@ async def test_a_read_reads_no_record_twice(
     assert 1 <= len(branch) <= 2, keys
     others = [k for k in keys if not k.endswith(b"/branches/main")]
     assert len(others) == len(set(others)), keys
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("catalog", [SqliteKV, _WorkerThreadKV], indirect=True)
+@pytest.mark.parametrize(
+    ("path", "branch", "headers", "status"),
+    [
+        ("new.txt", "main", {}, 201),
+        ("a.txt", "main", {"if-none-match": "*"}, 412),
+        ("new.txt", "nobranch", {}, 404),
+    ],
+)
+async def test_an_uploads_checks_run_where_reads_run(
+    client: httpx.AsyncClient,
+    catalog: Catalog,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    branch: str,
+    headers: dict[str, str],
+    status: int,
+) -> None:
+    """An upload's checks only read: on a local KV they run on the event loop, not on a thread.
+
+    The store's write stays on a worker thread either way; the answers are the same.
+    """
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+    get_branch = Catalog.get_branch
+
+    def recorded(self: Catalog, repository: Any, name: str) -> Any:
+        threads.append(threading.get_ident())
+        return get_branch(self, repository, name)
+
+    monkeypatch.setattr(Catalog, "get_branch", recorded)
+    url = f"/api/v1/repositories/repo/branches/{branch}/objects"
+    answer = await client.post(
+        url, params={"path": path}, content=b"body", headers={**ADMIN, **headers}
+    )
+    assert answer.status_code == status, answer.text
+    assert threads, "the branch was not checked"
+    inline = isinstance(catalog.kv, SqliteKV) and not isinstance(catalog.kv, _WorkerThreadKV)
+    assert all((t == loop_thread) == inline for t in threads), (threads, loop_thread)
+    if status == 201:
+        assert catalog.stat_object("repo", "main", path).entry.size == 4

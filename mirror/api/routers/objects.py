@@ -6,6 +6,7 @@ import io
 import itertools
 import time
 from dataclasses import dataclass
+from functools import partial
 from tempfile import SpooledTemporaryFile
 from typing import Annotated, Any, BinaryIO, cast
 
@@ -83,18 +84,24 @@ _BYTES = {
 
 
 def _check_writable(
-    catalog: Catalog, repository: str, branch: str, path: str, exclusive: bool
+    catalog: Catalog, repository: str | Repository, branch: str, path: str, exclusive: bool
 ) -> None:
-    repo = catalog.get_repository(repository)
+    """Refuse an upload before its body is read (this only reads).
+
+    Refused: a read-only repository, a bad path, no such branch, a protected branch, or
+    (``exclusive``) an existing object. ``repository``: a name, or its record just read
+    (:func:`inline_repository`).
+    """
+    repo = repository if isinstance(repository, Repository) else catalog.get_repository(repository)
     if repo.read_only:
         raise RepositoryReadOnlyError(repo.id)
     validate_path(path)
-    catalog.get_branch(repository, branch)
+    catalog.get_branch(repo, branch)
     # refuse before the body is read and written to the store
     check_staging_write(catalog.kv, repo, branch)
     if exclusive:
         try:
-            catalog.stat_object(repository, branch, path)
+            catalog.stat_object(repo, branch, path)
         except ObjectNotFoundError:
             return
         raise PreconditionFailedError(f"object {path!r} already exists on branch {branch!r}")
@@ -143,7 +150,8 @@ async def _upload(
         await run_in_threadpool(caller.require, permission)
     exclusive = (if_none_match or "").strip() == "*"
     catalog = state.catalog
-    await run_in_threadpool(_check_writable, catalog, repository, branch, path, exclusive)
+    # reads only: on the event loop when reads of the repository may run there (deps.run_read)
+    await run_read(state, repository, partial(_check_writable, catalog), branch, path, exclusive)
     content_type = request.headers.get("content-type")
     metadata = {
         k[len(_META) :].lower(): v
