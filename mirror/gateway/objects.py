@@ -15,6 +15,7 @@ from __future__ import annotations
 import email.utils
 import io
 import itertools
+from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -199,8 +200,10 @@ class BodyReader(io.RawIOBase):
     """A blocking file over an async request body, for a worker thread to read.
 
     Each read fetches the next chunk from the event loop (``anyio.from_thread``), so memory
-    holds one chunk whatever the body's size. The body's own verification errors (payload hash,
-    chunk signatures) surface from ``read``, which aborts the write before anything is staged.
+    holds one chunk whatever the body's size; :meth:`read_ahead` takes the first chunks on the
+    loop before the thread starts (a small body then needs no hand-back). The body's own
+    verification errors (payload hash, chunk signatures) surface from ``read``, which aborts the
+    write before anything is staged.
 
     Args:
         body: The request body.
@@ -219,6 +222,7 @@ class BodyReader(io.RawIOBase):
         self._pending = memoryview(b"")
         self._read = 0
         self._done = False
+        self._ahead: deque[bytes | None] = deque()
 
     def readable(self) -> bool:
         """Return ``True``: this file reads."""
@@ -230,10 +234,24 @@ class BodyReader(io.RawIOBase):
         except StopAsyncIteration:
             return None
 
+    async def read_ahead(self, most: int) -> None:
+        """Take the body's chunks on the event loop until its end or past ``most`` bytes.
+
+        ``read`` answers from them first, checking them as it checks any chunk; the body's own
+        errors raised meanwhile are raised here.
+        """
+        taken = 0
+        while taken <= most:
+            chunk = await self._next()
+            self._ahead.append(chunk)
+            if chunk is None:
+                return
+            taken += len(chunk)
+
     def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
         """Fill ``buffer`` with the next bytes of the body; return how many (0 at the end)."""
         while not self._pending and not self._done:
-            chunk = anyio.from_thread.run(self._next)
+            chunk = self._ahead.popleft() if self._ahead else anyio.from_thread.run(self._next)
             if chunk is None:
                 # the end: an empty chunk is not (bodies may yield one before more data)
                 self._done = True
@@ -302,9 +320,10 @@ async def put_object(req: S3Request) -> Response:
     ):
         raise S3Error(S3Code.PRECONDITION_FAILED, bucket=bucket, key=path)
     content_type = req.headers.get("content-type") or None
-    reader = io.BufferedReader(
-        BodyReader(req.body, req.content_length, limit=MAX_OBJECT_BYTES), CHUNK
-    )
+    body = BodyReader(req.body, req.content_length, limit=MAX_OBJECT_BYTES)
+    # up to one chunk on the event loop: a body that small is then written without hand-backs
+    await body.read_ahead(CHUNK)
+    reader = io.BufferedReader(body, CHUNK)
     stat = await call(
         req,
         _upload,
