@@ -25,6 +25,7 @@ each), ``--requests`` requests of:
 - **upload 1 KiB**: ``POST /branches/uploads/objects`` to a new path each time;
 - **read 1 KiB**: ``GET /refs/main/objects`` of one of the 1,000 objects;
 - **list 1,000**: ``GET /refs/main/objects/ls?amount=1000``, one full page;
+- **get branch**: ``GET /branches/main`` (its head commit);
 - **create branch**: ``POST /branches`` from ``main``, a new name each time;
 - **commit 1 change**: ``POST /branches/{branch}/commits`` of one staged 1 KiB upload. The upload
   before each commit is not timed. Each thread commits to a branch of its own, so at concurrency
@@ -33,10 +34,11 @@ each), ``--requests`` requests of:
   commit cell's CPU per request minus the upload cell's).
 
 Object operations are compared with the bare ``GET`` (stat, read, list) or ``POST`` (upload);
-branch operations with the bare ``POST``. Each thread makes one untimed request first (connection
-set-up, warm caches); percentiles are over the timed requests, throughput is timed requests per
-second of the cell's wall time (for commits, the untimed uploads are inside that wall time).
-Server CPU is that of the server's whole process tree (its workers included).
+branch operations with the bare ``POST``, but get branch with the bare ``GET``. Each thread
+makes one untimed request first (connection set-up, warm caches); percentiles are over the
+timed requests, throughput is timed requests per second of the cell's wall time (for commits,
+the untimed uploads are inside that wall time). Server CPU is that of the server's whole process
+tree (its workers included).
 
 With several worker counts, a second table compares each operation's throughput at the highest
 concurrency across them. Each client thread keeps one connection, opened one after the other
@@ -230,6 +232,14 @@ class ListPage(Operation):
         if results != OBJECTS:
             raise RuntimeError(f"list answered {results} objects, expected {OBJECTS}")
         return elapsed
+
+
+class GetBranch(Operation):
+    name = "get branch"
+    kind = "branch"
+
+    def call(self, client: httpx.Client, worker: int, i: int) -> float:
+        return _timed(lambda: client.get(f"{API}/repositories/{REPO}/branches/main"), 200)
 
 
 class CreateBranch(Operation):
@@ -718,7 +728,7 @@ class Run:
 
 
 def _operations(seed: int) -> list[Operation]:
-    return [Stat(seed), Upload(), Read(seed + 1), ListPage(), CreateBranch(), Commit()]
+    return [Stat(seed), Upload(), Read(seed + 1), ListPage(), GetBranch(), CreateBranch(), Commit()]
 
 
 def run(

@@ -15,7 +15,7 @@ For each variant it starts, as separate processes on free ports of 127.0.0.1, ``
 bare FastAPI app and a ``lakemirror server`` (embedded default, one worker); everything but the
 variant's environment is the same build and options. It fills each server with ``bench.api``'s
 1,000 objects, then measures ``bench.api``'s cells (bare GET and POST, stat, read 1 KiB, list
-1,000, upload, commit) on both variants one right after the other, ``--rounds`` times,
+1,000, get branch, upload, commit) on both variants one right after the other, ``--rounds`` times,
 alternating which goes first; the table shows, per cell, the median over the rounds of each
 variant's server CPU per request and throughput, and their ratio. Commit CPU includes its
 staging upload (``bench.api`` says how to take it out).
@@ -44,6 +44,7 @@ from bench.api import (
     BarePost,
     Cell,
     Commit,
+    GetBranch,
     ListPage,
     Operation,
     Read,
@@ -124,7 +125,7 @@ class _Target:
 
 
 def _operations(seed: int) -> list[Operation]:
-    return [Stat(seed), Read(seed + 1), ListPage(), Upload(), Commit()]
+    return [Stat(seed), Read(seed + 1), ListPage(), GetBranch(), Upload(), Commit()]
 
 
 def _log(text: str) -> None:

@@ -14,6 +14,7 @@ OPERATIONS = (
     "upload 1 KiB",
     "read 1 KiB",
     "list 1,000 objects",
+    "get branch",
     "create branch",
     "commit 1 change",
 )

@@ -92,12 +92,13 @@ def _statements_before(state: ApiState, policy_id: str) -> list[dict[str, object
 
 
 @router.get("/user", response_model=CurrentUser)
-def get_current_user(caller: OptionalCallerDep) -> CurrentUser:
+async def get_current_user(caller: OptionalCallerDep) -> CurrentUser:
     """Return the user who signed the request; an empty user when it presents no credentials.
 
     lakeFS answers an anonymous request 200 with a user whose ID is empty, which its web UI
     reads as signed out; credentials that do not sign anyone in stay 401.
     """
+    # a coroutine: this reads no record (signing in did), so it needs no worker thread
     if caller is None:
         return CurrentUser(user=UserModel(id="", creation_date=0))
     return CurrentUser(user=user_model(caller.user))

@@ -26,6 +26,6 @@ class AuthCapabilities(BaseModel):
 
 
 @router.get("/auth/capabilities", response_model=AuthCapabilities)
-def get_auth_capabilities() -> AuthCapabilities:
+async def get_auth_capabilities() -> AuthCapabilities:
     """Return the authentication capabilities: no invitations (LakeMirror sends no e-mail)."""
     return AuthCapabilities(invite_user=False)

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from mirror.api.audit import AuditDep
 from mirror.api.convert import commit_model, diff_model, model_response
-from mirror.api.deps import ApiState, Caller, CallerDep, StateDep
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
 from mirror.api.fast_reads import BODY, FastRoutes, QueryParam, QueryValues
 from mirror.api.listing import CommonPrefix, group_paths
 from mirror.api.models import (
@@ -59,7 +59,7 @@ def _row_path(item: DiffEntry | CommonPrefix) -> str:
 
 
 @router.get("/repositories/{repository}/branches", response_model=RefList)
-def list_branches(
+async def list_branches(
     repository: str,
     state: StateDep,
     caller: CallerDep,
@@ -69,6 +69,19 @@ def list_branches(
     show_hidden: bool = False,
 ) -> RefList:
     """List branches by name (hidden ones only with ``show_hidden``)."""
+    args = (repository, state, caller, prefix, after, amount, show_hidden)
+    return await run_bounded_read(state, repository, _list_branches, *args)
+
+
+def _list_branches(
+    repository: str,
+    state: ApiState,
+    caller: Caller,
+    prefix: str,
+    after: str,
+    amount: int,
+    show_hidden: bool,
+) -> RefList:
     caller.require(Permission(Action.LIST_BRANCHES, repository_arn(repository)))
     repo = state.catalog.get_repository(repository)
     branches = state.catalog.list_branches(repository, prefix, after)
@@ -97,8 +110,12 @@ def create_branch(
 
 
 @router.get(_BRANCH, response_model=Ref)
-def get_branch(repository: str, branch: str, state: StateDep, caller: CallerDep) -> Ref:
+async def get_branch(repository: str, branch: str, state: StateDep, caller: CallerDep) -> Ref:
     """Return a branch and its head commit."""
+    return await run_bounded_read(state, repository, _get_branch, repository, branch, state, caller)
+
+
+def _get_branch(repository: str, branch: str, state: ApiState, caller: Caller) -> Ref:
     caller.require(Permission(Action.READ_BRANCH, branch_arn(repository, branch)))
     found = state.catalog.get_branch(repository, branch)
     return Ref(id=found.id, commit_id=found.commit_id)

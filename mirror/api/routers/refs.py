@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from mirror.api.convert import commit_model
-from mirror.api.deps import CallerDep, StateDep
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
 from mirror.api.listing import CommonPrefix, group_paths, under_prefix
 from mirror.api.models import Commit, CommitList, DiffList, Merge, MergeResult, Pagination
 from mirror.api.paging import MAX_PER_PAGE, page, page_size
@@ -37,8 +37,13 @@ _REPO = "/repositories/{repository}"
 
 
 @router.get(_REPO + "/commits/{commitId}", response_model=Commit)
-def get_commit(repository: str, commitId: str, state: StateDep, caller: CallerDep) -> Commit:
+async def get_commit(repository: str, commitId: str, state: StateDep, caller: CallerDep) -> Commit:
     """Return the commit a ref expression resolves to."""
+    args = (repository, commitId, state, caller)
+    return await run_bounded_read(state, repository, _get_commit, *args)
+
+
+def _get_commit(repository: str, commitId: str, state: ApiState, caller: Caller) -> Commit:
     caller.require(Permission(Action.READ_COMMIT, repository_arn(repository)))
     require_commit_ref(commitId)
     resolved = state.catalog.resolve_ref(repository, commitId)

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from mirror.api.audit import AuditDep
 from mirror.api.convert import repository_model
-from mirror.api.deps import ApiState, CallerDep, StateDep
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
 from mirror.api.models import Repository, RepositoryCreation, RepositoryList
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
@@ -164,8 +164,12 @@ def list_repositories(
 
 
 @router.get("/repositories/{repository}", response_model=Repository)
-def get_repository(repository: str, state: StateDep, caller: CallerDep) -> Repository:
+async def get_repository(repository: str, state: StateDep, caller: CallerDep) -> Repository:
     """Return a repository."""
+    return await run_bounded_read(state, repository, _get_repository, repository, state, caller)
+
+
+def _get_repository(repository: str, state: ApiState, caller: Caller) -> Repository:
     caller.require(Permission(Action.READ_REPOSITORY, repository_arn(repository)))
     return repository_model(state.catalog.get_repository(repository))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from mirror.api.deps import CallerDep, StateDep
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
 from mirror.api.models import Ref, RefList, TagCreation
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
@@ -18,7 +18,7 @@ _TAGS = "/repositories/{repository}/tags"
 
 
 @router.get(_TAGS, response_model=RefList)
-def list_tags(
+async def list_tags(
     repository: str,
     state: StateDep,
     caller: CallerDep,
@@ -27,6 +27,13 @@ def list_tags(
     amount: AmountQuery = 0,
 ) -> RefList:
     """List tags by name."""
+    args = (repository, state, caller, prefix, after, amount)
+    return await run_bounded_read(state, repository, _list_tags, *args)
+
+
+def _list_tags(
+    repository: str, state: ApiState, caller: Caller, prefix: str, after: str, amount: int
+) -> RefList:
     caller.require(Permission(Action.LIST_TAGS, repository_arn(repository)))
     found, pagination = page(
         state.catalog.list_tags(repository, prefix, after), amount, lambda t: t[0]
@@ -45,8 +52,12 @@ def create_tag(repository: str, body: TagCreation, state: StateDep, caller: Call
 
 
 @router.get(_TAGS + "/{tag}", response_model=Ref)
-def get_tag(repository: str, tag: str, state: StateDep, caller: CallerDep) -> Ref:
+async def get_tag(repository: str, tag: str, state: StateDep, caller: CallerDep) -> Ref:
     """Return a tag and its commit."""
+    return await run_bounded_read(state, repository, _get_tag, repository, tag, state, caller)
+
+
+def _get_tag(repository: str, tag: str, state: ApiState, caller: Caller) -> Ref:
     caller.require(Permission(Action.READ_TAG, tag_arn(repository, tag)))
     return Ref(id=tag, commit_id=state.catalog.get_tag(repository, tag))
 

@@ -1,0 +1,144 @@
+"""Bounded reads of refs run on the event loop where the KV and the namespace are local.
+
+A repository, a branch, a page of branches, a commit, a page of tags and a tag are read on the
+event loop when the KV's reads are local and the repository's namespace is a local directory
+(:func:`mirror.api.deps.run_bounded_read`), and on a worker thread otherwise. Two apps over two
+catalogs built alike (same clock, same history) receive the same requests: one over SQLite, one
+over a SQLite the app must treat as a remote KV. Status, headers and bytes must be equal, for
+answers and refusals alike, and the catalog's reads must run on the thread the rule says.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mirror.api.app import create_app
+from mirror.auth import AuthStore
+from mirror.block import BlockResolver
+from mirror.core.catalog import Catalog
+from mirror.core.model import Entry
+from mirror.kv.sqlite import SqliteKV
+
+pytestmark = pytest.mark.anyio
+
+KEY = ("AKIABOUNDEDREAD00001", "bounded-read-secret")
+ADMIN = {"authorization": "Basic " + base64.b64encode(f"{KEY[0]}:{KEY[1]}".encode()).decode()}
+REPO = "/api/v1/repositories/repo"
+IGNORED_HEADERS = {"x-request-id"}
+READS = ("get_branch", "list_branches", "get_tag", "list_tags", "resolve_ref")
+
+
+class _RemoteKV(SqliteKV):
+    """SQLite that the app treats as a remote KV: its reads run on worker threads."""
+
+    local_reads = False  # type: ignore[misc]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _catalog(root: Path, kv: SqliteKV) -> Catalog:
+    catalog = Catalog(kv, BlockResolver(root / "data"), clock=lambda: 1_700_000_000.0)
+    catalog.create_repository("repo", "local://repo")
+    # an entry of fixed address and time: both catalogs make the same commit IDs
+    entry = Entry(address="data/a.txt", size=1, checksum="c" * 32, mtime=1_700_000_000)
+    catalog.stage_object("repo", "main", "a.txt", entry)
+    catalog.commit("repo", "main", "first")
+    for name in ("dev", "feature-1", "feature-2"):
+        catalog.create_branch("repo", name, "main")
+    catalog.create_tag("repo", "v1", "main")
+    catalog.create_tag("repo", "v2", "main")
+    return catalog
+
+
+@pytest.fixture
+async def apps(tmp_path: Path) -> AsyncIterator[list[tuple[Catalog, httpx.AsyncClient]]]:
+    made = []
+    async with contextlib.AsyncExitStack() as stack:
+        for name, kv_class in (("local", SqliteKV), ("remote", _RemoteKV)):
+            root = tmp_path / name
+            kv = kv_class(root / "kv.db")
+            stack.callback(kv.close)
+            catalog = _catalog(root, kv)
+            auth = AuthStore(kv)
+            auth.bootstrap_admin("admin", *KEY)
+            app = create_app(catalog, auth, local_root=root / "data")
+            client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+            await stack.enter_async_context(client)
+            made.append((catalog, client))
+        yield made
+
+
+# (path, query, headers, expected status)
+REQUESTS: list[tuple[str, dict[str, str], dict[str, str], int]] = [
+    ("", {}, ADMIN, 200),
+    ("/branches/main", {}, ADMIN, 200),
+    ("/branches/nobranch", {}, ADMIN, 404),
+    ("/branches", {}, ADMIN, 200),
+    ("/branches", {"prefix": "feature-", "amount": "1"}, ADMIN, 200),
+    ("/branches", {"after": "dev", "show_hidden": "true"}, ADMIN, 200),
+    ("/branches", {"amount": "-1"}, ADMIN, 200),
+    ("/branches", {"amount": "many"}, ADMIN, 400),
+    ("/commits/main", {}, ADMIN, 200),
+    ("/commits/v1", {}, ADMIN, 200),
+    ("/commits/main~1", {}, ADMIN, 200),
+    ("/commits/main~5", {}, ADMIN, 404),
+    ("/commits/nothing", {}, ADMIN, 404),
+    ("/tags", {}, ADMIN, 200),
+    ("/tags", {"after": "v1"}, ADMIN, 200),
+    ("/tags/v2", {}, ADMIN, 200),
+    ("/tags/v9", {}, ADMIN, 404),
+    ("/branches/main", {}, {}, 401),
+    ("/tags", {}, {"authorization": "Basic " + base64.b64encode(b"x:y").decode()}, 401),
+]
+
+
+def _comparable(answer: httpx.Response) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    headers = [h for h in answer.headers.raw if h[0].decode().lower() not in IGNORED_HEADERS]
+    return answer.status_code, headers, answer.content
+
+
+@pytest.mark.parametrize("repo", ["repo", "norepo", "Bad_Name"])
+async def test_reads_run_where_the_rule_says_and_answer_alike(
+    apps: list[tuple[Catalog, httpx.AsyncClient]], monkeypatch: pytest.MonkeyPatch, repo: str
+) -> None:
+    loop_thread = threading.get_ident()
+    # whether each of the catalog's reads ran on the event loop, per catalog
+    placed: dict[int, list[bool]] = {id(catalog): [] for catalog, _ in apps}
+
+    def recording(name: str) -> Any:
+        read = getattr(Catalog, name)
+
+        def recorded(self: Catalog, *args: Any, **kwargs: Any) -> Any:
+            placed[id(self)].append(threading.get_ident() == loop_thread)
+            return read(self, *args, **kwargs)
+
+        return recorded
+
+    for name in READS:
+        monkeypatch.setattr(Catalog, name, recording(name))
+    for path, query, headers, status in REQUESTS:
+        url = REPO.replace("/repo", f"/{repo}") + path
+        answers = [await client.get(url, params=query, headers=headers) for _, client in apps]
+        if repo == "repo":
+            assert answers[0].status_code == status, (path, answers[0].text)
+        else:
+            assert answers[0].status_code in (400, 401, 404), (path, answers[0].text)
+        assert _comparable(answers[0]) == _comparable(answers[1]), path
+    local, remote = (placed[id(catalog)] for catalog, _ in apps)
+    if repo == "repo":
+        assert local and all(local), local
+        assert remote and not any(remote), remote
+    else:
+        # a repository that cannot be read is read on a worker thread, which answers its error
+        assert not any(local) and not any(remote), (local, remote)
