@@ -844,7 +844,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "commits contend for one branch); each commits one 1 KiB upload staged just before, "
         "untimed",
         "p50 ratio: p50 over the bare endpoint's p50 at the same concurrency (bare GET for "
-        "stat, read and list; bare POST for upload, create branch and commit)",
+        "stat, read, list and get branch; bare POST for upload, create branch and commit)",
         "server CPU ms/req: the server's user + system CPU (all its processes) during the "
         "cell per timed request (for commits it includes the staging upload)",
     ):
