@@ -288,5 +288,6 @@ async def list_objects(req: S3Request) -> Response:
         raise S3Error(S3Code.NO_SUCH_BUCKET)
     query = _parse(req)
     req.require(_permission(query), repository_arn(bucket))
-    page = await mapping.call(req, _read, req.state.catalog, bucket, query)
+    # one page: bounded, like the REST API's listing it runs on the event loop where reads are local
+    page = await mapping.call(req, _read, req.state.catalog, bucket, query, reads=True)
     return Response(_render(req, query, page), media_type=xml.XML_CONTENT_TYPE)

@@ -99,6 +99,12 @@ REQUESTS: list[tuple[str, str, dict[str, str], bytes, int]] = [
     ("PUT", "/repo/main/", {}, b"", 200),
     ("PUT", "/nobucket/main/new.txt", {}, b"x", 404),
     ("GET", "/repo/main/new.txt", {}, b"", 200),
+    ("GET", "/repo?list-type=2&prefix=main%2F", {}, b"", 200),
+    ("GET", "/repo?list-type=2&prefix=main%2F&delimiter=%2F&max-keys=1", {}, b"", 200),
+    ("GET", "/repo?delimiter=%2F", {}, b"", 200),
+    ("GET", "/nobucket?list-type=2&prefix=main%2F", {}, b"", 404),
+    ("HEAD", "/repo", {}, b"", 200),
+    ("HEAD", "/nobucket", {}, b"", 404),
 ]
 
 
@@ -112,15 +118,20 @@ async def test_reads_run_where_the_rule_says_and_answer_alike(
     gateways: list[tuple[Catalog, httpx.AsyncClient]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loop_thread = threading.get_ident()
-    # (bucket, whether on the event loop) of each stat, per catalog
+    # (bucket, whether on the event loop) of each stat and listing, per catalog
     threads: dict[int, list[tuple[str, bool]]] = {id(catalog): [] for catalog, _ in gateways}
-    stat_object = Catalog.stat_object
 
-    def recorded(self: Catalog, *args: Any) -> Any:
-        threads[id(self)].append((args[0], threading.get_ident() == loop_thread))
-        return stat_object(self, *args)
+    def recording(name: str) -> Any:
+        read = getattr(Catalog, name)
 
-    monkeypatch.setattr(Catalog, "stat_object", recorded)
+        def recorded(self: Catalog, *args: Any, **kwargs: Any) -> Any:
+            threads[id(self)].append((args[0], threading.get_ident() == loop_thread))
+            return read(self, *args, **kwargs)
+
+        return recorded
+
+    for name in ("stat_object", "list_objects", "list_branches"):
+        monkeypatch.setattr(Catalog, name, recording(name))
     for method, path, headers, body, status in REQUESTS:
         answers = []
         for _, client in gateways:
