@@ -126,7 +126,7 @@ async def run_read(
 
 async def run_bounded_read(
     state: ApiState,
-    repository: str,
+    repository: str | None,
     read: Callable[P, T],
     /,
     *args: P.args,
@@ -136,9 +136,11 @@ async def run_bounded_read(
 
     For a route's read of a repository whose work is bounded (a record, one page of refs): on
     a local KV and namespace it is CPU work that holds the GIL anyway, and the hop to a worker
-    thread would cost more than the read. Otherwise it runs on a worker thread.
+    thread would cost more than the read. Otherwise it runs on a worker thread. ``repository``
+    ``None``: the read touches only the KV (a page of repositories' records).
     """
-    if inline_repository(state, repository) is not None:
+    local = state.inline_reads if repository is None else inline_repository(state, repository)
+    if local:
         return read(*args, **kwargs)
     return await run_in_threadpool(read, *args, **kwargs)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import threading
+from collections import defaultdict
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ KEY = ("AKIABOUNDEDREAD00001", "bounded-read-secret")
 ADMIN = {"authorization": "Basic " + base64.b64encode(f"{KEY[0]}:{KEY[1]}".encode()).decode()}
 REPO = "/api/v1/repositories/repo"
 IGNORED_HEADERS = {"x-request-id"}
-READS = ("get_branch", "list_branches", "get_tag", "list_tags", "resolve_ref")
+READS = ("get_branch", "list_branches", "get_tag", "list_tags", "resolve_ref", "log")
 
 
 class _RemoteKV(SqliteKV):
@@ -98,6 +99,15 @@ REQUESTS: list[tuple[str, dict[str, str], dict[str, str], int]] = [
     ("/tags", {"after": "v1"}, ADMIN, 200),
     ("/tags/v2", {}, ADMIN, 200),
     ("/tags/v9", {}, ADMIN, 404),
+    ("/refs/main/commits", {}, ADMIN, 200),
+    ("/refs/main/commits", {"amount": "1", "first_parent": "true"}, ADMIN, 200),
+    (
+        "/refs/v1/commits",
+        {"limit": "true", "amount": "1", "since": "2020-01-01T00:00:00Z"},
+        ADMIN,
+        200,
+    ),
+    ("/refs/nobranch/commits", {}, ADMIN, 404),
     ("/branches/main", {}, {}, 401),
     ("/tags", {}, {"authorization": "Basic " + base64.b64encode(b"x:y").decode()}, 401),
 ]
@@ -142,3 +152,55 @@ async def test_reads_run_where_the_rule_says_and_answer_alike(
     else:
         # a repository that cannot be read is read on a worker thread, which answers its error
         assert not any(local) and not any(remote), (local, remote)
+
+
+def _placements(monkeypatch: pytest.MonkeyPatch, name: str) -> dict[int, list[bool]]:
+    """Record, per catalog, whether each call of ``Catalog.<name>`` ran on the event loop."""
+    loop_thread = threading.get_ident()
+    placed: dict[int, list[bool]] = defaultdict(list)
+    read = getattr(Catalog, name)
+
+    def recorded(self: Catalog, *args: Any, **kwargs: Any) -> Any:
+        placed[id(self)].append(threading.get_ident() == loop_thread)
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Catalog, name, recorded)
+    return placed
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"after": "x" * 64},
+        {"objects": "a.txt"},
+        {"prefixes": "a"},
+    ],
+)
+async def test_a_log_that_may_walk_the_whole_history_runs_on_a_thread(
+    apps: list[tuple[Catalog, httpx.AsyncClient]],
+    monkeypatch: pytest.MonkeyPatch,
+    query: dict[str, str],
+) -> None:
+    placed = _placements(monkeypatch, "log")
+    answers = [
+        await client.get(REPO + "/refs/main/commits", params=query, headers=ADMIN)
+        for _, client in apps
+    ]
+    assert answers[0].status_code == 200, answers[0].text
+    assert _comparable(answers[0]) == _comparable(answers[1])
+    assert [placed[id(catalog)] for catalog, _ in apps] == [[False], [False]]
+
+
+async def test_a_page_of_repositories_is_read_where_the_kv_is_read(
+    apps: list[tuple[Catalog, httpx.AsyncClient]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    placed = _placements(monkeypatch, "list_repositories")
+    for query in ({}, {"prefix": "re", "amount": "1"}, {"after": "repo"}):
+        answers = [
+            await client.get("/api/v1/repositories", params=query, headers=ADMIN)
+            for _, client in apps
+        ]
+        assert answers[0].status_code == 200, answers[0].text
+        assert _comparable(answers[0]) == _comparable(answers[1])
+    local, remote = (placed[id(catalog)] for catalog, _ in apps)
+    assert local == [True] * 3 and remote == [False] * 3

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
 
 from mirror.api.convert import commit_model
 from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
@@ -78,7 +79,7 @@ def _since(value: str | None) -> int | None:
 
 
 @router.get(_REPO + "/refs/{ref}/commits", response_model=CommitList)
-def log_commits(
+async def log_commits(
     repository: str,
     ref: str,
     state: StateDep,
@@ -93,6 +94,28 @@ def log_commits(
     stop_at: str | None = None,
 ) -> CommitList:
     """List the history of a ref, newest first (``after``: a commit ID to skip past)."""
+    args = (repository, ref, state, caller, after, amount, objects or [], prefixes or [])
+    more = (limit, first_parent, since, stop_at)
+    if after or objects or prefixes:
+        # skipping to `after`, or filtering by paths, may walk the whole history
+        return await run_in_threadpool(_log_commits, *args, *more)
+    return await run_bounded_read(state, repository, _log_commits, *args, *more)
+
+
+def _log_commits(
+    repository: str,
+    ref: str,
+    state: ApiState,
+    caller: Caller,
+    after: str,
+    amount: int,
+    objects: list[str],
+    prefixes: list[str],
+    limit: bool,
+    first_parent: bool,
+    since: str | None,
+    stop_at: str | None,
+) -> CommitList:
     caller.require(Permission(Action.READ_BRANCH, branch_arn(repository, ref)))
     catalog = state.catalog
     since_ts = _since(since)
@@ -112,9 +135,7 @@ def log_commits(
         commits = itertools.dropwhile(lambda c: c.id != after, commits)
         next(commits, None)
     if objects or prefixes:
-        commits = (
-            c for c in commits if _touches(catalog, repository, c, objects or [], prefixes or [])
-        )
+        commits = (c for c in commits if _touches(catalog, repository, c, objects, prefixes))
     if limit:
         found = list(itertools.islice(commits, page_size(amount)))
         pagination = Pagination(

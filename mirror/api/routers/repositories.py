@@ -150,7 +150,7 @@ def create_repository(
 
 
 @router.get("/repositories", response_model=RepositoryList)
-def list_repositories(
+async def list_repositories(
     state: StateDep,
     caller: CallerDep,
     prefix: PrefixQuery = "",
@@ -158,6 +158,14 @@ def list_repositories(
     amount: AmountQuery = 0,
 ) -> RepositoryList:
     """List repositories by name."""
+    return await run_bounded_read(
+        state, None, _list_repositories, state, caller, prefix, after, amount
+    )
+
+
+def _list_repositories(
+    state: ApiState, caller: Caller, prefix: str, after: str, amount: int
+) -> RepositoryList:
     caller.require(Permission(Action.LIST_REPOSITORIES, ALL_RESOURCES))
     repos, pagination = page(state.catalog.list_repositories(prefix, after), amount, lambda r: r.id)
     return RepositoryList(pagination=pagination, results=[repository_model(r) for r in repos])
