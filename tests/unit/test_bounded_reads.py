@@ -24,8 +24,10 @@ import pytest
 from mirror.api.app import create_app
 from mirror.auth import AuthStore
 from mirror.block import BlockResolver
+from mirror.core import protection
 from mirror.core.catalog import Catalog
 from mirror.core.model import Entry
+from mirror.core.pulls import PullRequestStore, new_pull_request_id
 from mirror.kv.sqlite import SqliteKV
 
 pytestmark = pytest.mark.anyio
@@ -108,6 +110,10 @@ REQUESTS: list[tuple[str, dict[str, str], dict[str, str], int]] = [
         200,
     ),
     ("/refs/nobranch/commits", {}, ADMIN, 404),
+    ("/settings/branch_protection", {}, ADMIN, 200),
+    ("/branch_protection", {}, ADMIN, 200),
+    ("/pulls/" + new_pull_request_id(1_700_000_000.0), {}, ADMIN, 404),
+    ("/pulls/nothing", {}, ADMIN, 400),
     ("/branches/main", {}, {}, 401),
     ("/tags", {}, {"authorization": "Basic " + base64.b64encode(b"x:y").decode()}, 401),
 ]
@@ -137,6 +143,19 @@ async def test_reads_run_where_the_rule_says_and_answer_alike(
 
     for name in READS:
         monkeypatch.setattr(Catalog, name, recording(name))
+    by_kv = {id(catalog.kv): id(catalog) for catalog, _ in apps}
+    get_rules, get_pull = protection.get_rules, PullRequestStore.get
+
+    def rules_recorded(kv: Any, *args: Any) -> Any:
+        placed[by_kv[id(kv)]].append(threading.get_ident() == loop_thread)
+        return get_rules(kv, *args)
+
+    def pull_recorded(self: PullRequestStore, *args: Any) -> Any:
+        placed[by_kv[id(self.kv)]].append(threading.get_ident() == loop_thread)
+        return get_pull(self, *args)
+
+    monkeypatch.setattr(protection, "get_rules", rules_recorded)
+    monkeypatch.setattr(PullRequestStore, "get", pull_recorded)
     for path, query, headers, status in REQUESTS:
         url = REPO.replace("/repo", f"/{repo}") + path
         answers = [await client.get(url, params=query, headers=headers) for _, client in apps]

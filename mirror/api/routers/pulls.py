@@ -13,7 +13,7 @@ from typing import Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from mirror.api.deps import CallerDep, StateDep
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
 from mirror.api.models import MergeResult, Pagination
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
@@ -154,10 +154,17 @@ def create_pull_request(
 
 
 @router.get(_PULLS + "/{pull_request}", response_model=PullRequestModel)
-def get_pull_request(
+async def get_pull_request(
     repository: str, pull_request: str, state: StateDep, caller: CallerDep
 ) -> PullRequestModel:
     """Return a pull request."""
+    args = (repository, pull_request, state, caller)
+    return await run_bounded_read(state, repository, _get_pull_request, *args)
+
+
+def _get_pull_request(
+    repository: str, pull_request: str, state: ApiState, caller: Caller
+) -> PullRequestModel:
     caller.require(Permission(READ_PULL_REQUEST, repository_arn(repository)))
     repo = state.catalog.get_repository(repository)
     return pull_request_model(PullRequestStore(state.catalog.kv).get(repo, pull_request))
