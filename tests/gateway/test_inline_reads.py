@@ -30,18 +30,13 @@ from mirror.gateway.app import with_gateway
 from mirror.gateway.context import GatewayState
 from mirror.kv.sqlite import SqliteKV
 from tests.unit.gateway_signing import KEY_ID, SECRET, sign_v4
+from tests.unit.remote_kv import RemoteReadsKV, comparable
 
 pytestmark = pytest.mark.anyio
 
 HOST = "s3.example.test"
 BASE = f"http://{HOST}"
 IGNORED_HEADERS = {"x-amz-request-id", "x-amz-id-2", "x-request-id"}
-
-
-class _RemoteKV(SqliteKV):
-    """SQLite that the gateway treats as a remote KV: its reads run on worker threads."""
-
-    local_reads = False  # type: ignore[misc]
 
 
 @pytest.fixture
@@ -63,7 +58,7 @@ def _catalog(root: Path, kv: SqliteKV) -> Catalog:
 async def gateways(tmp_path: Path) -> AsyncIterator[list[tuple[Catalog, httpx.AsyncClient]]]:
     made = []
     async with contextlib.AsyncExitStack() as stack:
-        for name, kv_class in (("local", SqliteKV), ("remote", _RemoteKV)):
+        for name, kv_class in (("local", SqliteKV), ("remote", RemoteReadsKV)):
             root = tmp_path / name
             kv = kv_class(root / "kv.db")
             stack.callback(kv.close)
@@ -109,9 +104,8 @@ REQUESTS: list[tuple[str, str, dict[str, str], bytes, int]] = [
 
 
 def _comparable(answer: httpx.Response) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    headers = [h for h in answer.headers.raw if h[0].decode().lower() not in IGNORED_HEADERS]
-    body = re.sub(rb"<(RequestId|HostId)>[^<]*</(RequestId|HostId)>", b"", answer.content)
-    return answer.status_code, headers, body
+    status, headers, content = comparable(answer, IGNORED_HEADERS)
+    return status, headers, re.sub(rb"<(RequestId|HostId)>[^<]*</(RequestId|HostId)>", b"", content)
 
 
 async def test_reads_run_where_the_rule_says_and_answer_alike(

@@ -29,6 +29,7 @@ from mirror.core.catalog import Catalog
 from mirror.core.model import Entry
 from mirror.core.pulls import PullRequestStore, new_pull_request_id
 from mirror.kv.sqlite import SqliteKV
+from tests.unit.remote_kv import RemoteReadsKV, comparable
 
 pytestmark = pytest.mark.anyio
 
@@ -37,12 +38,6 @@ ADMIN = {"authorization": "Basic " + base64.b64encode(f"{KEY[0]}:{KEY[1]}".encod
 REPO = "/api/v1/repositories/repo"
 IGNORED_HEADERS = {"x-request-id"}
 READS = ("get_branch", "list_branches", "get_tag", "list_tags", "resolve_ref", "log")
-
-
-class _RemoteKV(SqliteKV):
-    """SQLite that the app treats as a remote KV: its reads run on worker threads."""
-
-    local_reads = False  # type: ignore[misc]
 
 
 @pytest.fixture
@@ -68,7 +63,7 @@ def _catalog(root: Path, kv: SqliteKV) -> Catalog:
 async def apps(tmp_path: Path) -> AsyncIterator[list[tuple[Catalog, httpx.AsyncClient]]]:
     made = []
     async with contextlib.AsyncExitStack() as stack:
-        for name, kv_class in (("local", SqliteKV), ("remote", _RemoteKV)):
+        for name, kv_class in (("local", SqliteKV), ("remote", RemoteReadsKV)):
             root = tmp_path / name
             kv = kv_class(root / "kv.db")
             stack.callback(kv.close)
@@ -120,8 +115,7 @@ REQUESTS: list[tuple[str, dict[str, str], dict[str, str], int]] = [
 
 
 def _comparable(answer: httpx.Response) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    headers = [h for h in answer.headers.raw if h[0].decode().lower() not in IGNORED_HEADERS]
-    return answer.status_code, headers, answer.content
+    return comparable(answer, IGNORED_HEADERS)
 
 
 @pytest.mark.parametrize("repo", ["repo", "norepo", "Bad_Name"])

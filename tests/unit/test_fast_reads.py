@@ -26,6 +26,7 @@ from mirror.cli.serving import FAST_READS_ENV, fast_reads
 from mirror.core.catalog import Catalog
 from mirror.kv.sqlite import SqliteKV
 from tests.unit.fast_routes import record_taken
+from tests.unit.remote_kv import RemoteReadsKV
 
 KEY = ("AKIAFASTREAD00000001", "fast-read-secret")
 REF = "/api/v1/repositories/repo/refs"
@@ -65,12 +66,6 @@ def test_queries_are_read_plainly_or_declined(
     query: bytes, expected: dict[str, Any] | None
 ) -> None:
     assert parse_query(query, PARAMS) == expected
-
-
-class _WorkerThreadKV(SqliteKV):
-    """SQLite that the app treats as a remote KV: its reads run on worker threads."""
-
-    local_reads = False  # type: ignore[misc]
 
 
 @pytest.fixture
@@ -194,7 +189,7 @@ def test_the_fast_routes_can_be_left_out(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("catalog", [SqliteKV, _WorkerThreadKV], indirect=True)
+@pytest.mark.parametrize("catalog", [SqliteKV, RemoteReadsKV], indirect=True)
 @pytest.mark.parametrize(
     ("path", "query"),
     [
@@ -236,7 +231,7 @@ async def test_a_read_reads_no_record_twice(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("catalog", [SqliteKV, _WorkerThreadKV], indirect=True)
+@pytest.mark.parametrize("catalog", [SqliteKV, RemoteReadsKV], indirect=True)
 @pytest.mark.parametrize(
     ("path", "branch", "headers", "status"),
     [
@@ -273,7 +268,7 @@ async def test_an_uploads_checks_run_where_reads_run(
     )
     assert answer.status_code == status, answer.text
     assert threads, "the branch was not checked"
-    inline = isinstance(catalog.kv, SqliteKV) and not isinstance(catalog.kv, _WorkerThreadKV)
+    inline = isinstance(catalog.kv, SqliteKV) and not isinstance(catalog.kv, RemoteReadsKV)
     assert all((t == loop_thread) == inline for t in threads), (threads, loop_thread)
     if status == 201:
         assert catalog.stat_object("repo", "main", path).entry.size == 4
