@@ -10,7 +10,6 @@ the rule says.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 from collections.abc import AsyncIterator
@@ -30,7 +29,7 @@ from mirror.gateway.app import with_gateway
 from mirror.gateway.context import GatewayState
 from mirror.kv.sqlite import SqliteKV
 from tests.unit.gateway_signing import KEY_ID, SECRET, sign_v4
-from tests.unit.remote_kv import RemoteReadsKV, comparable
+from tests.unit.remote_kv import RemoteReadsKV, both_kvs, comparable
 
 pytestmark = pytest.mark.anyio
 
@@ -54,24 +53,19 @@ def _catalog(root: Path, kv: SqliteKV) -> Catalog:
     return catalog
 
 
+def _serve(root: Path, kv: SqliteKV) -> tuple[Catalog, Any]:
+    catalog = _catalog(root, kv)
+    auth = AuthStore(kv, cipher=SecretCipher("inline reads key"))
+    auth.bootstrap_admin("admin", KEY_ID, SECRET)
+    api = create_app(catalog, auth, local_root=root / "data")
+    state = GatewayState(catalog, auth, GatewaySettings(domain_names=(HOST,)))
+    assert state.inline_reads is not isinstance(kv, RemoteReadsKV)
+    return catalog, with_gateway(api, state, api.state.metrics)
+
+
 @pytest.fixture
 async def gateways(tmp_path: Path) -> AsyncIterator[list[tuple[Catalog, httpx.AsyncClient]]]:
-    made = []
-    async with contextlib.AsyncExitStack() as stack:
-        for name, kv_class in (("local", SqliteKV), ("remote", RemoteReadsKV)):
-            root = tmp_path / name
-            kv = kv_class(root / "kv.db")
-            stack.callback(kv.close)
-            catalog = _catalog(root, kv)
-            auth = AuthStore(kv, cipher=SecretCipher("inline reads key"))
-            auth.bootstrap_admin("admin", KEY_ID, SECRET)
-            api = create_app(catalog, auth, local_root=root / "data")
-            state = GatewayState(catalog, auth, GatewaySettings(domain_names=(HOST,)))
-            assert state.inline_reads is (kv_class is SqliteKV)
-            app = with_gateway(api, state, api.state.metrics)
-            client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE)
-            await stack.enter_async_context(client)
-            made.append((catalog, client))
+    async with both_kvs(tmp_path, _serve, BASE) as made:
         yield made
 
 

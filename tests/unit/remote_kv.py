@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import contextlib
+from collections.abc import AsyncIterator, Callable, Collection
+from pathlib import Path
+from typing import Any
 
 import httpx
 
+from mirror.core.catalog import Catalog
 from mirror.kv.sqlite import SqliteKV
 
-__all__ = ["RemoteReadsKV", "comparable"]
+__all__ = ["RemoteReadsKV", "both_kvs", "comparable"]
 
 
 class RemoteReadsKV(SqliteKV):
@@ -23,3 +27,24 @@ def comparable(
     """Return an answer's status, headers (but the ``ignored`` names, lower case) and bytes."""
     headers = [h for h in answer.headers.raw if h[0].decode().lower() not in ignored]
     return answer.status_code, headers, answer.content
+
+
+@contextlib.asynccontextmanager
+async def both_kvs(
+    root: Path, serve: Callable[[Path, SqliteKV], tuple[Catalog, Any]], base_url: str
+) -> AsyncIterator[list[tuple[Catalog, httpx.AsyncClient]]]:
+    """Yield a catalog and a client of its app over SQLite, then the same over RemoteReadsKV.
+
+    ``serve(directory, kv)`` builds a catalog in ``directory`` over ``kv`` and returns it with
+    the ASGI app to send requests to; each KV is closed at the end.
+    """
+    made = []
+    async with contextlib.AsyncExitStack() as stack:
+        for name, kv_class in (("local", SqliteKV), ("remote", RemoteReadsKV)):
+            kv = kv_class(root / name / "kv.db")
+            stack.callback(kv.close)
+            catalog, app = serve(root / name, kv)
+            client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url)
+            await stack.enter_async_context(client)
+            made.append((catalog, client))
+        yield made

@@ -11,7 +11,6 @@ answers and refusals alike, and the catalog's reads must run on the thread the r
 from __future__ import annotations
 
 import base64
-import contextlib
 import threading
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -29,7 +28,7 @@ from mirror.core.catalog import Catalog
 from mirror.core.model import Entry
 from mirror.core.pulls import PullRequestStore, new_pull_request_id
 from mirror.kv.sqlite import SqliteKV
-from tests.unit.remote_kv import RemoteReadsKV, comparable
+from tests.unit.remote_kv import both_kvs, comparable
 
 pytestmark = pytest.mark.anyio
 
@@ -59,21 +58,16 @@ def _catalog(root: Path, kv: SqliteKV) -> Catalog:
     return catalog
 
 
+def _serve(root: Path, kv: SqliteKV) -> tuple[Catalog, Any]:
+    catalog = _catalog(root, kv)
+    auth = AuthStore(kv)
+    auth.bootstrap_admin("admin", *KEY)
+    return catalog, create_app(catalog, auth, local_root=root / "data")
+
+
 @pytest.fixture
 async def apps(tmp_path: Path) -> AsyncIterator[list[tuple[Catalog, httpx.AsyncClient]]]:
-    made = []
-    async with contextlib.AsyncExitStack() as stack:
-        for name, kv_class in (("local", SqliteKV), ("remote", RemoteReadsKV)):
-            root = tmp_path / name
-            kv = kv_class(root / "kv.db")
-            stack.callback(kv.close)
-            catalog = _catalog(root, kv)
-            auth = AuthStore(kv)
-            auth.bootstrap_admin("admin", *KEY)
-            app = create_app(catalog, auth, local_root=root / "data")
-            client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
-            await stack.enter_async_context(client)
-            made.append((catalog, client))
+    async with both_kvs(tmp_path, _serve, "http://t") as made:
         yield made
 
 
