@@ -18,12 +18,14 @@ from mirror.auth.errors import AuthenticationError, SignInThrottledError
 from mirror.auth.store import AuthStore
 from mirror.auth.throttle import Door, sign_in_attempt
 from mirror.auth.tokens import carries_token, login_user
+from mirror.block.resolver import is_local_namespace
 from mirror.config import GCSettings
 from mirror.core.catalog import Catalog
 from mirror.core.model import Repository
 from mirror.errors import LakeMirrorError
 from mirror.httputil.errors import UNAUTHENTICATED
 from mirror.httputil.request_log import note_user
+from mirror.kv import reads_locally
 
 __all__ = [
     "ApiState",
@@ -41,8 +43,6 @@ __all__ = [
     "run_bounded_read",
     "run_read",
 ]
-
-LOCAL_SCHEME = "local://"
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -83,7 +83,7 @@ class ApiState:
         self.hidden = HiddenBranches(self.catalog.kv)
         # a local KV answers a read in microseconds and never waits for a writer (SQLite in
         # WAL mode): such reads may run on the event loop (see get_caller)
-        self.inline_reads = getattr(self.catalog.kv, "local_reads", False) is True
+        self.inline_reads = reads_locally(self.catalog.kv)
 
 
 def inline_repository(state: ApiState, repository: str) -> Repository | None:
@@ -102,7 +102,7 @@ def inline_repository(state: ApiState, repository: str) -> Repository | None:
         repo = state.catalog.get_repository(repository)
     except LakeMirrorError:
         return None
-    return repo if repo.storage_namespace.startswith(LOCAL_SCHEME) else None
+    return repo if is_local_namespace(repo.storage_namespace) else None
 
 
 async def run_read(

@@ -12,9 +12,17 @@ from mirror.block.local import LocalBlockStore
 from mirror.block.memory import MemoryBlockStore
 from mirror.block.protocol import BlockStore
 
-__all__ = ["BlockResolver", "split_namespace"]
+__all__ = ["LOCAL_SCHEME", "BlockResolver", "is_local_namespace", "split_namespace"]
 
 StoreFactory = Callable[[str], BlockStore]
+
+LOCAL_SCHEME = "local://"
+"""The prefix of a namespace (or full address) on this machine's disk."""
+
+
+def is_local_namespace(namespace: str) -> bool:
+    """Return whether ``namespace`` (or a full address) is a directory of this machine."""
+    return namespace.startswith(LOCAL_SCHEME)
 
 
 def split_namespace(namespace: str) -> tuple[str, str]:

@@ -47,6 +47,7 @@ from mirror.gateway.sig.payload import checked_body, payload_checks
 from mirror.gateway.sig.v2 import V2Auth, check_time_v2, parse_v2, verify_v2
 from mirror.gateway.sig.v4 import STREAMING_PAYLOADS, V4Auth, check_time, parse_v4, verify_v4
 from mirror.httputil.request_log import note_user
+from mirror.kv import reads_locally
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -227,7 +228,7 @@ async def authenticate(
         else:
             assert v2 is not None
             check_time_v2(wire, v2, now())
-        if getattr(auth.kv, "local_reads", False) is True:
+        if reads_locally(auth.kv):
             # a few KV reads and a decryption: a worker thread would cost more than the reads
             key = _key_for(auth, access_key_id)
         else:

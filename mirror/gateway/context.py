@@ -16,8 +16,10 @@ import anyio.to_thread
 
 from mirror.auth.errors import PermissionDeniedError
 from mirror.auth.permissions import Permission
+from mirror.block.resolver import is_local_namespace
 from mirror.errors import LakeMirrorError
 from mirror.gateway.errors import S3Code, S3Error
+from mirror.kv import reads_locally
 
 if TYPE_CHECKING:
     from starlette.datastructures import Headers, QueryParams
@@ -33,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["GatewayState", "Handler", "S3Request"]
 
 T = TypeVar("T")
-_LOCAL_SCHEME = "local://"
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,7 @@ class GatewayState:
         worker thread would add a hop and no parallelism (the REST API's rule, see
         :func:`mirror.api.deps.inline_repository`).
         """
-        return _local_reads(self.catalog.kv) and _local_reads(self.auth.kv)
-
-
-def _local_reads(kv: object) -> bool:
-    return getattr(kv, "local_reads", False) is True
+        return reads_locally(self.catalog.kv) and reads_locally(self.auth.kv)
 
 
 @dataclass
@@ -163,4 +160,4 @@ def _local(req: S3Request) -> bool:
         repo = req.state.catalog.get_repository(req.bucket)
     except LakeMirrorError:
         return False
-    return repo.storage_namespace.startswith(_LOCAL_SCHEME)
+    return is_local_namespace(repo.storage_namespace)

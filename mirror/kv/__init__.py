@@ -2,7 +2,7 @@
 
 from mirror.kv.errors import KeyNotFoundError, KVPreconditionFailedError, KVUnavailableError
 from mirror.kv.memory import MemoryKV
-from mirror.kv.protocol import KV
+from mirror.kv.protocol import KV, reads_locally
 from mirror.kv.sqlite import SqliteKV
 
 __all__ = [
@@ -12,4 +12,5 @@ __all__ = [
     "KeyNotFoundError",
     "MemoryKV",
     "SqliteKV",
+    "reads_locally",
 ]

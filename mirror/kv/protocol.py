@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
-__all__ = ["KV"]
+__all__ = ["KV", "reads_locally"]
 
 
 @runtime_checkable
@@ -73,3 +73,12 @@ class KV(Protocol):
     def close(self) -> None:
         """Release resources held by the store."""
         ...
+
+
+def reads_locally(kv: object) -> bool:
+    """Return whether ``kv`` answers reads in-process, in microseconds, never waiting for a writer.
+
+    Such a KV says so with a ``local_reads`` attribute that is ``True`` (SQLite in WAL mode);
+    callers on an event loop may then read it inline instead of on a worker thread.
+    """
+    return getattr(kv, "local_reads", False) is True

@@ -23,7 +23,6 @@ from mirror.api.convert import (
     object_rows,
 )
 from mirror.api.deps import (
-    LOCAL_SCHEME,
     ApiState,
     Caller,
     CallerDep,
@@ -53,6 +52,7 @@ from mirror.api.routing import (
 )
 from mirror.auth.permissions import Action, Permission, object_arn, repository_arn
 from mirror.block.errors import InvalidRangeError
+from mirror.block.resolver import is_local_namespace
 from mirror.core.catalog import Catalog
 from mirror.core.errors import (
     ObjectNotFoundError,
@@ -282,9 +282,7 @@ async def _read_object(state: ApiState, caller: Caller, read: _Read) -> Response
     _require_read(caller, read)
     stat = state.catalog.stat_object(repo, read.ref, read.path)
     args = (state, repo, stat, read.range_, read.if_none_match)
-    if stat.entry.address_type is AddressType.FULL and not stat.entry.address.startswith(
-        LOCAL_SCHEME
-    ):
+    if stat.entry.address_type is AddressType.FULL and not is_local_namespace(stat.entry.address):
         # the bytes are in another store (an imported object): read them on a worker thread
         return await run_in_threadpool(_serve_object, *args)
     return _serve_object(*args)
