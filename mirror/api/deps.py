@@ -40,7 +40,6 @@ __all__ = [
     "get_optional_caller",
     "get_state",
     "inline_repository",
-    "run_bounded_read",
     "run_read",
 ]
 
@@ -122,27 +121,6 @@ async def run_read(
     if repo is not None:
         return read(repo, *args, **kwargs)
     return await run_in_threadpool(read, repository, *args, **kwargs)
-
-
-async def run_bounded_read(
-    state: ApiState,
-    repository: str | None,
-    read: Callable[P, T],
-    /,
-    *args: P.args,
-    **kwargs: P.kwargs,
-) -> T:
-    """Return ``read(*args, **kwargs)``, on the event loop when :func:`inline_repository` allows.
-
-    For a route's read of a repository whose work is bounded (a record, one page of refs): on
-    a local KV and namespace it is CPU work that holds the GIL anyway, and the hop to a worker
-    thread would cost more than the read. Otherwise it runs on a worker thread. ``repository``
-    ``None``: the read touches only the KV (a page of repositories' records).
-    """
-    local = state.inline_reads if repository is None else inline_repository(state, repository)
-    if local:
-        return read(*args, **kwargs)
-    return await run_in_threadpool(read, *args, **kwargs)
 
 
 async def get_state(request: Request) -> ApiState:

@@ -183,13 +183,13 @@ class Catalog(ObjectsFacade):
             bare=bare,
         )
 
-    def get_repository(self, name: str) -> Repository:
-        """Return a repository.
+    def get_repository(self, name: str | Repository) -> Repository:
+        """Return a repository (a record just read is returned as it is).
 
         Raises:
             RepositoryNotFoundError: no such repository.
         """
-        return self._ctx.repository(name)
+        return self._ctx.record(name)
 
     def list_repositories(self, prefix: str = "", after: str = "") -> Iterator[Repository]:
         """Yield repositories in name order."""
@@ -238,16 +238,16 @@ class Catalog(ObjectsFacade):
 
     # commits and refs
 
-    def get_commit(self, repository: str, commit: str) -> Commit:
-        """Return a commit by its full ID.
+    def get_commit(self, repository: str | Repository, commit: str) -> Commit:
+        """Return a commit by its full ID (``repository``: a name, or a record just read).
 
         Raises:
             CommitNotFoundError: no such commit.
         """
-        return self._ctx.refs.get_commit(self._ctx.repository(repository), CommitID(commit))
+        return self._ctx.refs.get_commit(self._ctx.record(repository), CommitID(commit))
 
-    def resolve_ref(self, repository: str, ref: str) -> ResolvedRef:
-        """Resolve a ref expression.
+    def resolve_ref(self, repository: str | Repository, ref: str) -> ResolvedRef:
+        """Resolve a ref expression (``repository``: a name, or a record just read).
 
         The base is tried as a full commit ID, then a branch, a tag, and a unique commit-ID prefix.
 
@@ -255,9 +255,11 @@ class Catalog(ObjectsFacade):
             InvalidRefError: malformed expression, or ``@``/``$`` after something not a branch.
             RefNotFoundError: nothing matches, or not enough parents for a ``~``/``^`` step.
         """
-        return resolve_ref(self._ctx, self._ctx.repository(repository), ref)
+        return resolve_ref(self._ctx, self._ctx.record(repository), ref)
 
-    def log(self, repository: str, ref: str, *, first_parent: bool = False) -> Iterator[Commit]:
+    def log(
+        self, repository: str | Repository, ref: str, *, first_parent: bool = False
+    ) -> Iterator[Commit]:
         """Yield the history of ``ref``: all ancestors newest first, or only first parents."""
         return commits.log(self._ctx, repository, ref, first_parent=first_parent)
 
@@ -290,9 +292,11 @@ class Catalog(ObjectsFacade):
         """
         return self._ctx.refs.get_branch(self._ctx.record(repository), validate_branch_id(name))
 
-    def list_branches(self, repository: str, prefix: str = "", after: str = "") -> Iterator[Branch]:
-        """Yield branches in name order."""
-        return self._ctx.refs.list_branches(self._ctx.repository(repository), prefix, after)
+    def list_branches(
+        self, repository: str | Repository, prefix: str = "", after: str = ""
+    ) -> Iterator[Branch]:
+        """Yield branches in name order (``repository``: a name, or a record just read)."""
+        return self._ctx.refs.list_branches(self._ctx.record(repository), prefix, after)
 
     def delete_branch(self, repository: str, name: str, *, force: bool = False) -> None:
         """Delete a branch and its staged changes; the default branch cannot be deleted.
@@ -340,19 +344,19 @@ class Catalog(ObjectsFacade):
         announce.post(self._hooks, ran)
         return cid
 
-    def get_tag(self, repository: str, name: str) -> CommitID:
-        """Return the commit a tag points at.
+    def get_tag(self, repository: str | Repository, name: str) -> CommitID:
+        """Return the commit a tag points at (``repository``: a name, or a record just read).
 
         Raises:
             TagNotFoundError: no such tag.
         """
-        return self._ctx.refs.get_tag(self._ctx.repository(repository), validate_tag_id(name))
+        return self._ctx.refs.get_tag(self._ctx.record(repository), validate_tag_id(name))
 
     def list_tags(
-        self, repository: str, prefix: str = "", after: str = ""
+        self, repository: str | Repository, prefix: str = "", after: str = ""
     ) -> Iterator[tuple[TagID, CommitID]]:
-        """Yield ``(tag, commit)`` in tag order."""
-        return self._ctx.refs.list_tags(self._ctx.repository(repository), prefix, after)
+        """Yield ``(tag, commit)`` in tag order (``repository``: a name, or a record just read)."""
+        return self._ctx.refs.list_tags(self._ctx.record(repository), prefix, after)
 
     def delete_tag(self, repository: str, name: str, *, force: bool = False) -> None:
         """Delete a tag.

@@ -229,9 +229,11 @@ def import_commit(ctx: CatalogContext, repository: str, commit: Commit, *, force
     ctx.refs.add_commit(repo, commit)
 
 
-def log(ctx: CatalogContext, repository: str, ref: str, *, first_parent: bool) -> Iterator[Commit]:
+def log(
+    ctx: CatalogContext, repository: str | Repository, ref: str, *, first_parent: bool
+) -> Iterator[Commit]:
     """Yield the history of ``ref``: all ancestors newest first, or only first parents."""
-    repo = ctx.repository(repository)
+    repo = ctx.record(repository)
     head = resolve_ref(ctx, repo, ref).commit_id
 
     def get(c: CommitID) -> Commit:

@@ -2,7 +2,7 @@
 
 A repository, a branch, a page of branches, a commit, a page of tags and a tag are read on the
 event loop when the KV's reads are local and the repository's namespace is a local directory
-(:func:`mirror.api.deps.run_bounded_read`), and on a worker thread otherwise. Two apps over two
+(:func:`mirror.api.deps.run_read`), and on a worker thread otherwise. Two apps over two
 catalogs built alike (same clock, same history) receive the same requests: one over SQLite, one
 over a SQLite the app must treat as a remote KV. Status, headers and bytes must be equal, for
 answers and refusals alike, and the catalog's reads must run on the thread the rule says.
@@ -211,3 +211,35 @@ async def test_a_page_of_repositories_is_read_where_the_kv_is_read(
         assert _comparable(answers[0]) == _comparable(answers[1])
     local, remote = (placed[id(catalog)] for catalog, _ in apps)
     assert local == [True] * 3 and remote == [False] * 3
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "",
+        "/branches/main",
+        "/branches",
+        "/commits/main",
+        "/tags",
+        "/tags/v1",
+        "/refs/main/commits",
+        "/settings/branch_protection",
+    ],
+)
+async def test_a_read_on_the_loop_reads_the_repository_once(
+    apps: list[tuple[Catalog, httpx.AsyncClient]], monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """The record read to choose where the read runs is the one the read uses."""
+    _, client = apps[0]  # over SQLite: the read runs on the event loop
+    await client.get(REPO + path, headers=ADMIN)  # warm: sign-in remembered
+    keys: list[bytes] = []
+    get = SqliteKV.get
+
+    def recorded(self: SqliteKV, key: bytes) -> bytes | None:
+        keys.append(key)
+        return get(self, key)
+
+    monkeypatch.setattr(SqliteKV, "get", recorded)
+    answer = await client.get(REPO + path, headers=ADMIN)
+    assert answer.status_code == 200, answer.text
+    assert keys.count(b"repos/repo") == 1, keys

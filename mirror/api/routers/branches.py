@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from mirror.api.audit import AuditDep
 from mirror.api.convert import commit_model, diff_model, model_response
-from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_read
 from mirror.api.fast_reads import BODY, FastRoutes, QueryParam, QueryValues
 from mirror.api.listing import CommonPrefix, group_paths
 from mirror.api.models import (
@@ -37,7 +37,7 @@ from mirror.api.routing import (
 )
 from mirror.audit import kinds
 from mirror.auth.permissions import Action, Permission, branch_arn, repository_arn
-from mirror.core.model import DiffEntry
+from mirror.core.model import DiffEntry, Repository
 from mirror.errors import InvalidValueError, LakeMirrorError
 
 __all__ = ["FAST_ROUTES", "diff_rows", "router"]
@@ -70,10 +70,11 @@ async def list_branches(
 ) -> RefList:
     """List branches by name (hidden ones only with ``show_hidden``)."""
     args = (repository, state, caller, prefix, after, amount, show_hidden)
-    return await run_bounded_read(state, repository, _list_branches, *args)
+    return await run_read(state, repository, _list_branches, *args)
 
 
 def _list_branches(
+    repo: str | Repository,
     repository: str,
     state: ApiState,
     caller: Caller,
@@ -83,10 +84,10 @@ def _list_branches(
     show_hidden: bool,
 ) -> RefList:
     caller.require(Permission(Action.LIST_BRANCHES, repository_arn(repository)))
-    repo = state.catalog.get_repository(repository)
-    branches = state.catalog.list_branches(repository, prefix, after)
+    record = state.catalog.get_repository(repo)
+    branches = state.catalog.list_branches(record, prefix, after)
     if not show_hidden:
-        branches = (b for b in branches if not state.hidden.is_hidden(repo, b.id))
+        branches = (b for b in branches if not state.hidden.is_hidden(record, b.id))
     found, pagination = page(branches, amount, lambda b: b.id)
     return RefList(
         pagination=pagination, results=[Ref(id=b.id, commit_id=b.commit_id) for b in found]
@@ -112,12 +113,14 @@ def create_branch(
 @router.get(_BRANCH, response_model=Ref)
 async def get_branch(repository: str, branch: str, state: StateDep, caller: CallerDep) -> Ref:
     """Return a branch and its head commit."""
-    return await run_bounded_read(state, repository, _get_branch, repository, branch, state, caller)
+    return await run_read(state, repository, _get_branch, repository, branch, state, caller)
 
 
-def _get_branch(repository: str, branch: str, state: ApiState, caller: Caller) -> Ref:
+def _get_branch(
+    repo: str | Repository, repository: str, branch: str, state: ApiState, caller: Caller
+) -> Ref:
     caller.require(Permission(Action.READ_BRANCH, branch_arn(repository, branch)))
-    found = state.catalog.get_branch(repository, branch)
+    found = state.catalog.get_branch(repo, branch)
     return Ref(id=found.id, commit_id=found.commit_id)
 
 

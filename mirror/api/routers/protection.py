@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from mirror.api.audit import AuditDep
-from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_read
 from mirror.api.routing import LakeFSRoute
 from mirror.audit import Change, kinds
 from mirror.auth.permissions import Permission, repository_arn
@@ -54,9 +54,11 @@ def _rules_response(repo: Repository, state: StateDep, *, etag: bool) -> JSONRes
     return JSONResponse(body, headers={"ETag": rules.etag} if etag else None)
 
 
-def _get_rules(repository: str, state: ApiState, caller: Caller, etag: bool) -> JSONResponse:
+def _get_rules(
+    repo: str | Repository, repository: str, state: ApiState, caller: Caller, etag: bool
+) -> JSONResponse:
     caller.require(Permission(GET_RULES, repository_arn(repository)))
-    return _rules_response(state.catalog.get_repository(repository), state, etag=etag)
+    return _rules_response(state.catalog.get_repository(repo), state, etag=etag)
 
 
 def _writable(state: StateDep, repository: str) -> Repository:
@@ -86,7 +88,7 @@ async def get_branch_protection_rules(
     repository: str, state: StateDep, caller: CallerDep
 ) -> JSONResponse:
     """Return the protected patterns and, in ``ETag``, the version of the rules."""
-    return await run_bounded_read(state, repository, _get_rules, repository, state, caller, True)
+    return await run_read(state, repository, _get_rules, repository, state, caller, True)
 
 
 @router.put(_REPO + "/settings/branch_protection", status_code=204, response_class=Response)
@@ -118,7 +120,7 @@ async def internal_get_branch_protection_rules(
     repository: str, state: StateDep, caller: CallerDep
 ) -> JSONResponse:
     """Return the protected patterns (deprecated: use ``…/settings/branch_protection``)."""
-    return await run_bounded_read(state, repository, _get_rules, repository, state, caller, False)
+    return await run_read(state, repository, _get_rules, repository, state, caller, False)
 
 
 @router.get(_REPO + "/branch_protection/set_allowed", status_code=204, response_class=Response)

@@ -13,12 +13,13 @@ from typing import Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_read
 from mirror.api.models import MergeResult, Pagination
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
 from mirror.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.core.errors import RepositoryReadOnlyError
+from mirror.core.model import Repository
 from mirror.core.pulls import PullRequest, PullRequestStore
 
 __all__ = [
@@ -159,15 +160,15 @@ async def get_pull_request(
 ) -> PullRequestModel:
     """Return a pull request."""
     args = (repository, pull_request, state, caller)
-    return await run_bounded_read(state, repository, _get_pull_request, *args)
+    return await run_read(state, repository, _get_pull_request, *args)
 
 
 def _get_pull_request(
-    repository: str, pull_request: str, state: ApiState, caller: Caller
+    repo: str | Repository, repository: str, pull_request: str, state: ApiState, caller: Caller
 ) -> PullRequestModel:
     caller.require(Permission(READ_PULL_REQUEST, repository_arn(repository)))
-    repo = state.catalog.get_repository(repository)
-    return pull_request_model(PullRequestStore(state.catalog.kv).get(repo, pull_request))
+    record = state.catalog.get_repository(repo)
+    return pull_request_model(PullRequestStore(state.catalog.kv).get(record, pull_request))
 
 
 @router.patch(_PULLS + "/{pull_request}", status_code=204, response_class=Response)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
 from mirror.api.convert import commit_model
-from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_read
 from mirror.api.listing import CommonPrefix, group_paths, under_prefix
 from mirror.api.models import Commit, CommitList, DiffList, Merge, MergeResult, Pagination
 from mirror.api.paging import MAX_PER_PAGE, page, page_size
@@ -26,7 +26,7 @@ from mirror.api.routing import (
 from mirror.auth.permissions import Action, Permission, branch_arn, repository_arn
 from mirror.core.catalog import Catalog
 from mirror.core.model import Commit as CoreCommit
-from mirror.core.model import DiffEntry
+from mirror.core.model import DiffEntry, Repository
 from mirror.core.resolve import require_commit_ref
 from mirror.errors import InvalidValueError
 
@@ -40,15 +40,16 @@ _REPO = "/repositories/{repository}"
 @router.get(_REPO + "/commits/{commitId}", response_model=Commit)
 async def get_commit(repository: str, commitId: str, state: StateDep, caller: CallerDep) -> Commit:
     """Return the commit a ref expression resolves to."""
-    args = (repository, commitId, state, caller)
-    return await run_bounded_read(state, repository, _get_commit, *args)
+    return await run_read(state, repository, _get_commit, repository, commitId, state, caller)
 
 
-def _get_commit(repository: str, commitId: str, state: ApiState, caller: Caller) -> Commit:
+def _get_commit(
+    repo: str | Repository, repository: str, commitId: str, state: ApiState, caller: Caller
+) -> Commit:
     caller.require(Permission(Action.READ_COMMIT, repository_arn(repository)))
     require_commit_ref(commitId)
-    resolved = state.catalog.resolve_ref(repository, commitId)
-    return commit_model(state.catalog.get_commit(repository, resolved.commit_id))
+    resolved = state.catalog.resolve_ref(repo, commitId)
+    return commit_model(state.catalog.get_commit(repo, resolved.commit_id))
 
 
 def _touches(
@@ -98,11 +99,12 @@ async def log_commits(
     more = (limit, first_parent, since, stop_at)
     if after or objects or prefixes:
         # skipping to `after`, or filtering by paths, may walk the whole history
-        return await run_in_threadpool(_log_commits, *args, *more)
-    return await run_bounded_read(state, repository, _log_commits, *args, *more)
+        return await run_in_threadpool(_log_commits, repository, *args, *more)
+    return await run_read(state, repository, _log_commits, *args, *more)
 
 
 def _log_commits(
+    repo: str | Repository,
     repository: str,
     ref: str,
     state: ApiState,
@@ -119,8 +121,8 @@ def _log_commits(
     caller.require(Permission(Action.READ_BRANCH, branch_arn(repository, ref)))
     catalog = state.catalog
     since_ts = _since(since)
-    stop_id = catalog.resolve_ref(repository, stop_at).commit_id if stop_at else None
-    history: Iterator[CoreCommit] = catalog.log(repository, ref, first_parent=first_parent)
+    stop_id = catalog.resolve_ref(repo, stop_at).commit_id if stop_at else None
+    history: Iterator[CoreCommit] = catalog.log(repo, ref, first_parent=first_parent)
 
     def bounded() -> Iterator[CoreCommit]:
         for c in history:

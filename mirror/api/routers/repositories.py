@@ -10,10 +10,11 @@ import re
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from mirror.api.audit import AuditDep
 from mirror.api.convert import repository_model
-from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_read
 from mirror.api.models import Repository, RepositoryCreation, RepositoryList
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
@@ -158,9 +159,11 @@ async def list_repositories(
     amount: AmountQuery = 0,
 ) -> RepositoryList:
     """List repositories by name."""
-    return await run_bounded_read(
-        state, None, _list_repositories, state, caller, prefix, after, amount
-    )
+    args = (state, caller, prefix, after, amount)
+    if state.inline_reads:
+        # the KV's records only, one page of them: quicker than a hop to a worker thread
+        return _list_repositories(*args)
+    return await run_in_threadpool(_list_repositories, *args)
 
 
 def _list_repositories(
@@ -174,12 +177,14 @@ def _list_repositories(
 @router.get("/repositories/{repository}", response_model=Repository)
 async def get_repository(repository: str, state: StateDep, caller: CallerDep) -> Repository:
     """Return a repository."""
-    return await run_bounded_read(state, repository, _get_repository, repository, state, caller)
+    return await run_read(state, repository, _get_repository, repository, state, caller)
 
 
-def _get_repository(repository: str, state: ApiState, caller: Caller) -> Repository:
+def _get_repository(
+    repo: str | CoreRepository, repository: str, state: ApiState, caller: Caller
+) -> Repository:
     caller.require(Permission(Action.READ_REPOSITORY, repository_arn(repository)))
-    return repository_model(state.catalog.get_repository(repository))
+    return repository_model(state.catalog.get_repository(repo))
 
 
 @router.delete("/repositories/{repository}", status_code=204, response_class=Response)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_bounded_read
+from mirror.api.deps import ApiState, Caller, CallerDep, StateDep, run_read
 from mirror.api.models import Ref, RefList, TagCreation
 from mirror.api.paging import page
 from mirror.api.routing import AfterQuery, AmountQuery, LakeFSRoute, PrefixQuery
 from mirror.auth.permissions import Action, Permission, repository_arn, tag_arn
+from mirror.core.model import Repository
 
 __all__ = ["router"]
 
@@ -28,16 +29,20 @@ async def list_tags(
 ) -> RefList:
     """List tags by name."""
     args = (repository, state, caller, prefix, after, amount)
-    return await run_bounded_read(state, repository, _list_tags, *args)
+    return await run_read(state, repository, _list_tags, *args)
 
 
 def _list_tags(
-    repository: str, state: ApiState, caller: Caller, prefix: str, after: str, amount: int
+    repo: str | Repository,
+    repository: str,
+    state: ApiState,
+    caller: Caller,
+    prefix: str,
+    after: str,
+    amount: int,
 ) -> RefList:
     caller.require(Permission(Action.LIST_TAGS, repository_arn(repository)))
-    found, pagination = page(
-        state.catalog.list_tags(repository, prefix, after), amount, lambda t: t[0]
-    )
+    found, pagination = page(state.catalog.list_tags(repo, prefix, after), amount, lambda t: t[0])
     return RefList(
         pagination=pagination, results=[Ref(id=tag, commit_id=cid) for tag, cid in found]
     )
@@ -54,12 +59,14 @@ def create_tag(repository: str, body: TagCreation, state: StateDep, caller: Call
 @router.get(_TAGS + "/{tag}", response_model=Ref)
 async def get_tag(repository: str, tag: str, state: StateDep, caller: CallerDep) -> Ref:
     """Return a tag and its commit."""
-    return await run_bounded_read(state, repository, _get_tag, repository, tag, state, caller)
+    return await run_read(state, repository, _get_tag, repository, tag, state, caller)
 
 
-def _get_tag(repository: str, tag: str, state: ApiState, caller: Caller) -> Ref:
+def _get_tag(
+    repo: str | Repository, repository: str, tag: str, state: ApiState, caller: Caller
+) -> Ref:
     caller.require(Permission(Action.READ_TAG, tag_arn(repository, tag)))
-    return Ref(id=tag, commit_id=state.catalog.get_tag(repository, tag))
+    return Ref(id=tag, commit_id=state.catalog.get_tag(repo, tag))
 
 
 @router.delete(_TAGS + "/{tag}", status_code=204, response_class=Response)
