@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from mirror.core.catalog import Catalog
 from mirror.kv.sqlite import SqliteKV
 
-__all__ = ["RemoteReadsKV", "both_kvs", "comparable"]
+__all__ = ["RemoteReadsKV", "both_kvs", "comparable", "record_reads"]
 
 
 class RemoteReadsKV(SqliteKV):
@@ -48,3 +49,16 @@ async def both_kvs(
             await stack.enter_async_context(client)
             made.append((catalog, client))
         yield made
+
+
+def record_reads(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Return the list the key of every ``SqliteKV.get`` from now on joins."""
+    keys: list[bytes] = []
+    get = SqliteKV.get
+
+    def recorded(self: SqliteKV, key: bytes) -> bytes:
+        keys.append(key)
+        return get(self, key)
+
+    monkeypatch.setattr(SqliteKV, "get", recorded)
+    return keys

@@ -28,7 +28,7 @@ from mirror.core.catalog import Catalog
 from mirror.core.model import Entry
 from mirror.core.pulls import PullRequestStore, new_pull_request_id
 from mirror.kv.sqlite import SqliteKV
-from tests.unit.remote_kv import both_kvs, comparable
+from tests.unit.remote_kv import both_kvs, comparable, record_reads
 
 pytestmark = pytest.mark.anyio
 
@@ -232,14 +232,7 @@ async def test_a_read_on_the_loop_reads_the_repository_once(
     """The record read to choose where the read runs is the one the read uses."""
     _, client = apps[0]  # over SQLite: the read runs on the event loop
     await client.get(REPO + path, headers=ADMIN)  # warm: sign-in remembered
-    keys: list[bytes] = []
-    get = SqliteKV.get
-
-    def recorded(self: SqliteKV, key: bytes) -> bytes | None:
-        keys.append(key)
-        return get(self, key)
-
-    monkeypatch.setattr(SqliteKV, "get", recorded)
+    keys = record_reads(monkeypatch)
     answer = await client.get(REPO + path, headers=ADMIN)
     assert answer.status_code == 200, answer.text
     assert keys.count(b"repos/repo") == 1, keys

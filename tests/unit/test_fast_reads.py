@@ -26,7 +26,7 @@ from mirror.cli.serving import FAST_READS_ENV, fast_reads
 from mirror.core.catalog import Catalog
 from mirror.kv.sqlite import SqliteKV
 from tests.unit.fast_routes import record_taken
-from tests.unit.remote_kv import RemoteReadsKV
+from tests.unit.remote_kv import RemoteReadsKV, record_reads
 
 KEY = ("AKIAFASTREAD00000001", "fast-read-secret")
 REF = "/api/v1/repositories/repo/refs"
@@ -212,14 +212,7 @@ async def test_a_read_reads_no_record_twice(
     Inline, the record read to choose where the read runs is the one the read uses.
     """
     await client.get(REF + path, params=query, headers=ADMIN)  # warm: sign-in remembered
-    keys: list[bytes] = []
-    get = SqliteKV.get
-
-    def recorded(self: SqliteKV, key: bytes) -> bytes | None:
-        keys.append(key)
-        return get(self, key)
-
-    monkeypatch.setattr(SqliteKV, "get", recorded)
+    keys = record_reads(monkeypatch)
     answer = await client.get(REF + path, params=query, headers=ADMIN)
     assert answer.status_code == 200
     assert keys.count(b"repos/repo") == 1, keys
