@@ -20,6 +20,7 @@ import lakefs
 import pytest
 import yaml
 
+from mirror.core.committed import METADATA_PREFIX
 from mirror.simulate import ReplicationSimulator
 from tests.deploy.prometheus import Prometheus, running_prometheus, scaled_rules, seconds
 from tests.deploy.test_dashboard import panels
@@ -110,15 +111,29 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
                 assert created.status_code == 201, created.text
             orphan_repo.delete()
             observed = Observed(world, replicant, prometheus, repo, name, sim, orphan, jobs)
-            # a first advance, then commits during a stall: the mirror skips some of them
+            # a first advance, then commits during a stall: the mirror skips some of them. The
+            # first stalled commit's metarange is held back until the mirror has caught up, so
+            # that the mirror cannot land on it (the others' files may arrive in any order, and
+            # the mirror moves to any whole commit between it and the head)
             first = observed.commit("first")
             wait_for(lambda: observed.mirror_head() == first, 60, "the first advance")
             sim.stall()
             try:
                 heads = [observed.commit(f"stalled-{i}") for i in range(3)]
+                metaranges = [repo.commit(h).get_commit().meta_range_id for h in heads]
+                assert len(set(metaranges)) == len(heads)
+                unreachable = METADATA_PREFIX + metaranges[0]
+
+                def held(key: str) -> bool:
+                    return key == unreachable
+
+                sim.withhold(held)
             finally:
                 sim.resume()
-            wait_for(lambda: observed.mirror_head() == heads[-1], 60, "the mirror catching up")
+            try:
+                wait_for(lambda: observed.mirror_head() == heads[-1], 60, "the mirror catching up")
+            finally:
+                sim.release(held)
             assert replicant.metric("lakemirror_commits_skipped_total", mirror=name) >= 1
             yield observed
 
