@@ -19,6 +19,7 @@ from mirror.auth.permissions import Permission
 from mirror.block.resolver import is_local_namespace
 from mirror.errors import LakeMirrorError
 from mirror.gateway.errors import S3Code, S3Error
+from mirror.httputil.range_rows import RangeRows
 from mirror.kv import reads_locally
 
 if TYPE_CHECKING:
@@ -47,12 +48,14 @@ class GatewayState:
         settings: The ``gateway`` configuration section.
         login_tokens: The installation's login tokens, which verify the web UI's session
             cookie on reads (``None``: the cookie authenticates nothing).
+        listing_rows: The ``<Contents>`` elements of recently listed committed ranges.
     """
 
     catalog: Catalog
     auth: AuthStore
     settings: GatewaySettings
     login_tokens: LoginTokens | None = None
+    listing_rows: RangeRows = field(default_factory=RangeRows)
 
     @property
     def inline_reads(self) -> bool:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 from urllib.parse import quote_plus
 from xml.sax.saxutils import escape
@@ -28,12 +30,14 @@ from mirror.core.errors import (
     RefNotFoundError,
     TagNotFoundError,
 )
+from mirror.core.listing import RangeSpan, span_rows
 from mirror.gateway import mapping, xml
 from mirror.gateway.errors import S3Code, S3Error
+from mirror.httputil.range_rows import EncodedRows, RangeRows
 
 if TYPE_CHECKING:
     from mirror.core.catalog import Catalog
-    from mirror.core.model import ObjectStat
+    from mirror.core.model import Entry, ObjectStat
     from mirror.gateway.context import S3Request
 
 __all__ = ["MAX_KEYS", "list_objects"]
@@ -42,6 +46,8 @@ MAX_KEYS = 1000
 """The most keys and common prefixes one answer holds, whatever ``max-keys`` asks."""
 
 _STORAGE_CLASS = "STANDARD"
+_BASE = "\x00"
+"""Where a kept ``<Contents>`` takes its key's base (the ref and its ``/``)."""
 # a continuation token's version, not a secret
 _TOKEN_PREFIX = "v1:"  # nosec B105
 
@@ -62,12 +68,24 @@ class _Query:
 
 @dataclass(slots=True)
 class _Page:
-    """One answer: objects (full keys) and common prefixes, in key order."""
+    """One answer: objects (full keys) and common prefixes, in key order.
+
+    A page of committed objects alone holds them as slices of ranges (``spans``), whose keys
+    are under ``base`` (the ref and its ``/``), instead of ``objects``.
+    """
 
     objects: list[tuple[str, ObjectStat]] = field(default_factory=list)
     prefixes: list[str] = field(default_factory=list)
     truncated: bool = False
     last: str = ""
+    spans: tuple[RangeSpan, ...] = ()
+    base: str = ""
+
+    @property
+    def key_count(self) -> int:
+        """The number of keys and common prefixes the page holds."""
+        spanned = sum(span.hi - span.lo for span in self.spans)
+        return len(self.objects) + spanned + len(self.prefixes)
 
 
 def _bad(message: str, bucket: str | None) -> S3Error:
@@ -178,11 +196,14 @@ def _list_ref(catalog: Catalog, repository: str, query: _Query) -> _Page:
         # S3 lists no keys under a prefix that matches none; s3a and the AWS CLI list a
         # path to learn whether it exists
         return _Page()
-    page = _Page(
-        objects=[(base + s.path, s) for s in listed.objects],
-        prefixes=[base + p for p in listed.common_prefixes],
-        truncated=listed.has_more,
-    )
+    if listed.spans:
+        page = _Page(spans=listed.spans, base=base, truncated=listed.has_more)
+    else:
+        page = _Page(
+            objects=[(base + s.path, s) for s in listed.objects],
+            prefixes=[base + p for p in listed.common_prefixes],
+            truncated=listed.has_more,
+        )
     if listed.has_more:
         page.last = base + listed.next_offset
     return page
@@ -213,17 +234,73 @@ def _element(name: str, value: str | int | bool) -> str:
     return f"<{name}>{text}</{name}>"
 
 
+def _encoder(encode: bool) -> Callable[[str], str]:
+    """Return how keys and prefixes are written: URL-encoded (``encode``) or as they are."""
+    if encode:
+        return partial(quote_plus, safe="/")
+    return str
+
+
+def _contents(key: str, entry: Entry, owner: str, times: dict[float, str]) -> str:
+    """Return the ``<Contents>`` of one object; ``key`` as written (escaped, maybe encoded)."""
+    when = times.get(entry.mtime)
+    if when is None:
+        when = times[entry.mtime] = xml.iso_time(entry.mtime)
+    return (
+        f"<Contents><Key>{key}</Key>"
+        f"<LastModified>{when}</LastModified>"
+        f"<ETag>&quot;{escape(entry.checksum)}&quot;</ETag>"
+        f"<Size>{entry.size}</Size>{owner}"
+        f"<StorageClass>{_STORAGE_CLASS}</StorageClass></Contents>"
+    )
+
+
+class _NotKept(Exception):
+    """A range whose ``<Contents>`` cannot be kept apart from its keys' base."""
+
+
+def _encode_contents(whole: RangeSpan, owner: str, encode: bool) -> EncodedRows:
+    """Return the ``<Contents>`` of a range's records, each key's base left as a NUL.
+
+    A key is ``<base><path>``; escaping and URL-encoding act on each character alone, so the
+    written key is the written base followed by the written path, and the base is put in
+    where the NUL stands. Paths hold no NUL (the core refuses them), which the check keeps so.
+    """
+    enc = _encoder(encode)
+    times: dict[float, str] = {}
+    parts: list[bytes] = []
+    for path, entry in zip(whole.keys, whole.entries, strict=True):
+        if _BASE in path:
+            raise _NotKept(path)
+        parts.append(_contents(_BASE + escape(enc(path)), entry, owner, times).encode())
+    return EncodedRows(parts)
+
+
+def _spanned_contents(
+    rows: RangeRows, page: _Page, owner: str, query: _Query, enc: Callable[[str], str]
+) -> bytes:
+    """Return the ``<Contents>`` of a page of slices of ranges, from kept encoded ranges."""
+    how = ("s3-contents", owner, query.encode)
+    encode = partial(_encode_contents, owner=owner, encode=query.encode)
+    try:
+        joined = b"".join([rows.rows(span, how, encode) for span in page.spans])
+    except _NotKept:
+        times: dict[float, str] = {}
+        objects = span_rows(page.spans, "")
+        written = [_contents(escape(enc(page.base + p)), e, owner, times) for p, e, _ in objects]
+        return "".join(written).encode()
+    return joined.replace(_BASE.encode(), escape(enc(page.base)).encode())
+
+
 def _render(req: S3Request, query: _Query, page: _Page) -> bytes:
     """Return the ``ListBucketResult`` document.
 
     Written as text rather than through ElementTree: a page holds up to 1,000 ``<Contents>`` of
     six elements each, and building and serialising those as elements costs ten times the
-    catalog's reading of the page.
+    catalog's reading of the page. A page of slices of committed ranges is cut from their
+    ``<Contents>``, kept encoded per range (:attr:`GatewayState.listing_rows`).
     """
-
-    def enc(value: str) -> str:
-        return quote_plus(value, safe="/") if query.encode else value
-
+    enc = _encoder(query.encode)
     out = [f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="{xml.S3_NAMESPACE}">']
     out.append(_element("Name", req.bucket or ""))
     out.append(_element("Prefix", enc(query.prefix)))
@@ -234,7 +311,7 @@ def _render(req: S3Request, query: _Query, page: _Page) -> bytes:
         start_after = req.query.get("start-after")
         if start_after is not None:
             out.append(_element("StartAfter", enc(start_after)))
-        out.append(_element("KeyCount", len(page.objects) + len(page.prefixes)))
+        out.append(_element("KeyCount", page.key_count))
     else:
         out.append(_element("Marker", enc(query.after)))
     out.append(_element("MaxKeys", query.requested_max_keys))
@@ -245,7 +322,7 @@ def _render(req: S3Request, query: _Query, page: _Page) -> bytes:
     out.append(_element("IsTruncated", page.truncated))
     if page.truncated and query.v2:
         out.append(_element("NextContinuationToken", encode_token(page.last)))
-    elif page.truncated and (query.delimiter or not page.objects):
+    elif page.truncated and (query.delimiter or not (page.objects or page.spans)):
         # S3 gives NextMarker only with a delimiter; a page of prefixes alone has no last key
         # a client could resume from either
         out.append(_element("NextMarker", enc(page.last)))
@@ -256,21 +333,18 @@ def _render(req: S3Request, query: _Query, page: _Page) -> bytes:
         owner = f"<Owner><ID>{who}</ID><DisplayName>{who}</DisplayName></Owner>"
     times: dict[float, str] = {}  # objects written together share their second
     for key, stat in page.objects:
-        entry = stat.entry
-        when = times.get(entry.mtime)
-        if when is None:
-            when = times[entry.mtime] = xml.iso_time(entry.mtime)
-        out.append(
-            f"<Contents>{_element('Key', enc(key))}"
-            f"<LastModified>{when}</LastModified>"
-            f"<ETag>&quot;{escape(entry.checksum)}&quot;</ETag>"
-            f"<Size>{entry.size}</Size>{owner}"
-            f"<StorageClass>{_STORAGE_CLASS}</StorageClass></Contents>"
-        )
+        out.append(_contents(escape(enc(key)), stat.entry, owner, times))
+    spanned = b""
+    if page.spans:
+        spanned = _spanned_contents(req.state.listing_rows, page, owner, query, enc)
     for prefix in page.prefixes:
         out.append(f"<CommonPrefixes>{_element('Prefix', enc(prefix))}</CommonPrefixes>")
-    out.append("</ListBucketResult>")
-    return "".join(out).encode()
+    tail = "</ListBucketResult>"
+    if not spanned:
+        out.append(tail)
+        return "".join(out).encode()
+    # a page of committed objects has no common prefixes: its contents end the document
+    return b"".join(("".join(out).encode(), spanned, tail.encode()))
 
 
 async def list_objects(req: S3Request) -> Response:

@@ -126,8 +126,8 @@ def test_the_cache_keeps_to_its_budget_and_still_answers(catalog: Catalog) -> No
         expected = _rows_one_by_one(listed, True)
         assert _body(listed, small, True) == expected
         assert _body(listed, whole, True) == expected
-        assert small._held <= 4_000
+        assert small.held <= 4_000
         if not listed.has_more:
             break
         after = listed.next_offset
-    assert whole._held > 4_000  # the small cache did drop ranges
+    assert whole.held > 4_000  # the small cache did drop ranges
