@@ -52,6 +52,8 @@ _KDF_SALT = b"lakemirror/auth/secret-access-keys/v1"
 # low-entropy passphrase expensive to guess from a stolen KV.
 _KDF_N, _KDF_R, _KDF_P = 1 << 14, 8, 1
 _GENERATED_KEY_BYTES = 32
+_OPENED_MAX = 4096
+"""Opened secrets kept per cipher (one per access key in use); all are dropped when full."""
 
 
 class SecretCipher:
@@ -69,6 +71,9 @@ class SecretCipher:
             raise ValueError("the secret encryption key is empty")
         kdf = Scrypt(salt=_KDF_SALT, length=32, n=_KDF_N, r=_KDF_R, p=_KDF_P)
         self._aead = AESGCM(kdf.derive(key.encode()))
+        # (access key ID, sealed form) -> plain secret: a signed request opens its key's
+        # secret each time, and a seal opens to the same secret for as long as this key is used
+        self._opened: dict[tuple[str, str], str] = {}
 
     def __repr__(self) -> str:
         return "SecretCipher(<key hidden>)"
@@ -86,6 +91,9 @@ class SecretCipher:
             SecretKeyMismatchError: the secret was sealed with another key (or for another
                 access key), or the stored form is damaged.
         """
+        found = self._opened.get((access_key_id, sealed))
+        if found is not None:
+            return found
         scheme, _, payload = sealed.partition("$")
         try:
             if scheme != _SCHEME:
@@ -93,14 +101,17 @@ class SecretCipher:
             raw = base64.b64decode(payload, validate=True)
             plain = self._aead.decrypt(
                 raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], access_key_id.encode()
-            )
-            return plain.decode()
+            ).decode()
         except (InvalidTag, ValueError, binascii.Error, UnicodeDecodeError) as exc:
             raise SecretKeyMismatchError(
                 f"the secret of access key {access_key_id!r} was encrypted with another "
                 "auth.encrypt_secret_key: configure the key it was stored with, or rotate the "
                 "access key"
             ) from exc
+        if len(self._opened) >= _OPENED_MAX:
+            self._opened.clear()
+        self._opened[(access_key_id, sealed)] = plain
+        return plain
 
 
 def load_or_create_key_file(path: Path) -> str:

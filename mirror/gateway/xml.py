@@ -7,6 +7,7 @@ is not the expected, well-formed document (entity declarations included).
 
 from __future__ import annotations
 
+import functools
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
@@ -83,8 +84,9 @@ def iso_time(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{millis:03d}Z"
 
 
+@functools.lru_cache(maxsize=4096)
 def http_date(seconds: float) -> str:
-    """Return an HTTP date (``Last-Modified``) for epoch ``seconds``."""
+    """Return an HTTP date (``Last-Modified``) for epoch ``seconds`` (kept per value)."""
     return formatdate(seconds, usegmt=True)
 
 

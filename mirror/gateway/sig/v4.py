@@ -7,6 +7,7 @@ once, as AWS's rules would have encoded it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -311,6 +312,22 @@ def _hmac(key: bytes, text: str) -> bytes:
 
 def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     """Return the SigV4 signing key of a secret and a scope."""
+    if max(len(date), len(region), len(service)) <= _KEPT_SCOPE_PART:
+        # kept per secret and scope: a key signs every request of its day with the same one
+        return _signing_key_kept(secret, date, region, service)
+    return _signing_key(secret, date, region, service)
+
+
+_KEPT_SCOPE_PART = 64
+"""The longest date, region or service whose signing key is kept (a scope is unverified)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _signing_key_kept(secret: str, date: str, region: str, service: str) -> bytes:
+    return _signing_key(secret, date, region, service)
+
+
+def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     key = _hmac(("AWS4" + secret).encode(), date)
     key = _hmac(key, region)
     key = _hmac(key, service)
