@@ -187,7 +187,7 @@ class ActionsService:
         if repo.read_only and not self.mirror_post_hooks:
             return
         try:
-            actions: list[Action] | None = self.load(event.repository, event.source_ref)
+            actions: list[Action] | None = self.load(event.repository, event.source_ref, repo)
         except ActionFileError as exc:
             log.warning("%s hooks of %s not run: %s", event.event_type, event.repository, exc)
             return
@@ -229,8 +229,10 @@ class ActionsService:
                 "%s hooks of %s failed, run %s", event.event_type, event.repository, run.run_id
             )
 
-    def load(self, repository: str, ref: str) -> list[Action]:
+    def load(self, repository: str, ref: str, record: Repository | None = None) -> list[Action]:
         """Return the actions at ``ref`` (every object directly under ``_lakefs_actions/``).
+
+        ``record``: the repository's record, when the caller has just read it.
 
         Raises:
             ActionFileError: a file is invalid, or two actions share a name.
@@ -238,15 +240,15 @@ class ActionsService:
         # a full commit ID resolves to that commit before any branch or tag of that name
         key = (repository, ref) if _COMMIT_ID.fullmatch(ref) else None
         if key is None:
-            head = self._unchanged_head(repository, ref)
+            head = self._unchanged_head(record or repository, ref)
             if head is not None:
-                return self.load(repository, head)
+                return self.load(repository, head, record)
         if key is not None:
             with self._lock:
                 if key in self._by_commit:
                     self._by_commit.move_to_end(key)
                     return self._by_commit[key]
-        derived = None if key is None else self._parents_actions(repository, ref)
+        derived = None if key is None else self._parents_actions(repository, ref, record)
         actions = self._read(repository, ref) if derived is None else derived
         if key is not None:
             with self._lock:
@@ -255,7 +257,7 @@ class ActionsService:
                     self._by_commit.popitem(last=False)
         return actions
 
-    def _unchanged_head(self, repository: str, ref: str) -> str | None:
+    def _unchanged_head(self, repository: str | Repository, ref: str) -> str | None:
         """Return the head commit of branch ``ref`` if nothing is staged under the actions prefix.
 
         A branch's actions are then its head commit's, kept per commit: a commit to a branch
@@ -271,7 +273,9 @@ class ActionsService:
             return None
         return branch.commit_id
 
-    def _parents_actions(self, repository: str, commit_id: str) -> list[Action] | None:
+    def _parents_actions(
+        self, repository: str, commit_id: str, record: Repository | None
+    ) -> list[Action] | None:
         """Return the kept actions of the first parent of ``commit_id`` if its tree has them too.
 
         Every key under ``_lakefs_actions/`` lies in a range whose key span meets the prefix's,
@@ -281,15 +285,15 @@ class ActionsService:
         are not kept, or the action files differ (the commit is listed).
         """
         try:
-            repo = self.catalog.get_repository(repository)
-            commit = self.catalog.get_commit(repository, commit_id)
+            repo = self.catalog.get_repository(record or repository)
+            commit = self.catalog.get_commit(repo, commit_id)
             if not commit.parents:
                 return None
             with self._lock:
                 kept = self._by_commit.get((repository, commit.parents[0]))
             if kept is None:
                 return None
-            parent = self.catalog.get_commit(repository, commit.parents[0])
+            parent = self.catalog.get_commit(repo, commit.parents[0])
             store = self.catalog.committed(repo)
             mine = _ranges_meeting_actions(store.read_metarange(commit.metarange_id))
             theirs = _ranges_meeting_actions(store.read_metarange(parent.metarange_id))

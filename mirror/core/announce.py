@@ -10,6 +10,7 @@ be described (no such branch, a tag that exists already) is left to the write it
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from mirror.core.context import CatalogContext
 from mirror.core.hooks import HookEvent, HookRun, Hooks, NoHooks
@@ -28,6 +29,7 @@ __all__ = [
     "delete_tag",
     "mirror_advanced",
     "on_branch",
+    "on_commit",
     "post",
     "post_commit",
     "pre",
@@ -183,6 +185,47 @@ def on_branch(
         )
 
     return pre(ctx, hooks, repository, event)
+
+
+def on_commit(
+    ctx: CatalogContext,
+    hooks: Hooks,
+    repository: str,
+    branch: str,
+    *,
+    message: str,
+    committer: str,
+    metadata: dict[str, str],
+) -> Pre:
+    """Run a commit's prepare-commit hooks, then its pre-commit hooks; return the latter's run.
+
+    lakeFS fires prepare-commit first: its hooks may still write to the branch. A
+    prepare-commit that ran no hook changed nothing, so the pre-commit event is the same event
+    under its own type and is not described (the repository, branch and protection read) again.
+    """
+    ran = on_branch(
+        ctx,
+        hooks,
+        "prepare-commit",
+        repository,
+        branch,
+        message=message,
+        committer=committer,
+        metadata=metadata,
+    )
+    if ran is None or ran[1].run_id:
+        return on_branch(
+            ctx,
+            hooks,
+            "pre-commit",
+            repository,
+            branch,
+            message=message,
+            committer=committer,
+            metadata=metadata,
+        )
+    event = replace(ran[0], event_type="pre-commit")
+    return event, hooks.pre(event)
 
 
 def before_merge(

@@ -393,18 +393,15 @@ class Catalog(ObjectsFacade):
             TooManyTriesError: lost the branch CAS too many times.
             HookAbortError: a prepare-commit or pre-commit hook failed.
         """
-        # lakeFS fires prepare-commit first (hooks may still write to the branch), then pre-commit
-        for event_type in ("prepare-commit", "pre-commit"):
-            ran = announce.on_branch(
-                self._ctx,
-                self._hooks,
-                event_type,
-                repository,
-                branch,
-                message=message,
-                committer=committer,
-                metadata=dict(metadata or {}),
-            )
+        ran = announce.on_commit(
+            self._ctx,
+            self._hooks,
+            repository,
+            branch,
+            message=message,
+            committer=committer,
+            metadata=dict(metadata or {}),
+        )
         result = commits.commit_staged(
             self._ctx,
             repository,

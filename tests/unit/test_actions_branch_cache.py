@@ -11,6 +11,7 @@ from mirror.actions import ActionsService
 from mirror.core import open_memory
 from mirror.core.catalog import Catalog
 from mirror.core.committed import ChunkingParams
+from mirror.core.hooks import HookEvent
 
 ACTION = (
     "name: {}\non:\n  pre-commit:\nhooks:\n"
@@ -162,3 +163,25 @@ def test_a_parent_whose_actions_are_not_kept_is_not_trusted(
     calls = Counting(catalog)
     assert [a.name for a in service.load("repo", made.id)] == ["One"]
     assert calls.refs == [made.id]
+
+
+def test_a_post_commit_reads_the_repository_once(
+    catalog: Catalog, service: ActionsService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert service.load("repo", "main") == []  # the head's actions are kept from here on
+    catalog.upload_object("repo", "main", "c", b"3")
+    made = catalog.commit("repo", "main", "c").commit
+    reads: list[str] = []
+    refs = catalog.refs
+    real = refs.get_repository
+
+    def counted(repo_id: str) -> Any:
+        reads.append(repo_id)
+        return real(repo_id)
+
+    monkeypatch.setattr(refs, "get_repository", counted)
+    event = HookEvent("post-commit", "repo", branch_id="main", source_ref=made.id)
+    service.post(event)
+    # the record read first serves the derivation of the commit's actions from its parent's
+    assert reads == ["repo"]
+    assert service.load("repo", made.id) == []

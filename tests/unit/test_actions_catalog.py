@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from mirror.actions import ActionsService
-from mirror.core import open_memory
+from mirror.core import announce, open_memory
 from mirror.core.catalog import Catalog
 from mirror.core.errors import (
     BranchNotFoundError,
@@ -124,6 +126,61 @@ def test_a_failing_prepare_commit_hook_blocks_the_commit_before_pre_commit(
     assert catalog.get_branch("repo", "main").commit_id == head
     assert _types(hooks) == ["prepare-commit"]
     assert [d.path for d in catalog.diff_uncommitted("repo", "main")] == ["c"]
+
+
+class _NoneRan(Recorder):
+    """Hooks that match no action: every pre-event records no run."""
+
+    def pre(self, event: HookEvent) -> HookRun:
+        self.events.append(event)
+        return HookRun()
+
+
+def test_a_prepare_commit_that_ran_no_hook_leaves_the_pre_commit_described(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    described: list[str] = []
+    check = announce.check_commit
+
+    def counted(*args: Any) -> None:
+        described.append(args[2])
+        check(*args)
+
+    monkeypatch.setattr(announce, "check_commit", counted)
+    hooks = _NoneRan()
+    catalog.hooks = hooks
+    catalog.upload_object("repo", "main", "c", b"3")
+    made = catalog.commit("repo", "main", "c", committer="me", metadata={"k": "v"}).commit
+    assert _types(hooks) == ["prepare-commit", "pre-commit", "post-commit"]
+    prepare, pre, _ = hooks.events
+    assert pre == replace(prepare, event_type="pre-commit")
+    assert (pre.branch_id, pre.committer, pre.commit_metadata) == ("main", "me", {"k": "v"})
+    # the branch's protection read once for both events
+    assert described == ["main"]
+    assert catalog.get_branch("repo", "main").commit_id == made.id
+
+
+def test_a_prepare_commit_that_ran_hooks_has_the_pre_commit_described_again(
+    catalog: Catalog,
+) -> None:
+    head = catalog.get_branch("repo", "main").commit_id
+
+    class Protecting(Recorder):
+        """A prepare-commit hook that protects the branch (hooks may change the repository)."""
+
+        def pre(self, event: HookEvent) -> HookRun:
+            if event.event_type == "prepare-commit":
+                add_rule(catalog.kv, catalog.get_repository("repo"), "main")
+            return super().pre(event)
+
+    hooks = Protecting()
+    catalog.hooks = hooks
+    catalog.upload_object("repo", "main", "c", b"3")
+    with pytest.raises(ProtectedBranchCommitError):
+        catalog.commit("repo", "main", "c")
+    # described again after the hook: refused in the commit's own words, pre-commit not fired
+    assert _types(hooks) == ["prepare-commit"]
+    assert catalog.get_branch("repo", "main").commit_id == head
 
 
 def test_read_only_repositories_run_no_hooks(catalog: Catalog) -> None:
