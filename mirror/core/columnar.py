@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -126,12 +125,15 @@ def _boundaries_of(metadata: dict[bytes, bytes] | None) -> tuple[int, list[int]]
 
 def to_parquet(table: pa.Table, metadata: dict[bytes, bytes] | None = None) -> bytes:
     """Return the bytes of a range or metarange file holding ``table`` (and ``metadata``)."""
-    buf = io.BytesIO()
     if metadata:
         table = table.replace_schema_metadata(metadata)
     options = _write_options(table.schema.remove_metadata(), len(table) >= _COMPRESS_FROM_ROWS)
-    pq.write_table(table, buf, **options)
-    return buf.getvalue()
+    # the writer itself, into Arrow's own buffer: the same bytes as ``pq.write_table`` into a
+    # Python file, without its wrapper's set-up (a tenth of a small file's cost)
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, table.schema, **options) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def records_table(records: Sequence[Record], identities: Sequence[str]) -> pa.Table:
