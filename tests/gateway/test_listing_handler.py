@@ -54,28 +54,32 @@ class Gateway:
         self.auth.attach_user_policy(user, f"{user}-policy")
 
     def call(self, user: str = "admin", bucket: str = "repo", **params: str) -> ET.Element:
-        query = urlencode(params).encode()
-        scope: dict[str, Any] = {
-            "type": "http",
-            "method": "GET",
-            "path": f"/{bucket}",
-            "query_string": query,
-            "headers": [],
-        }
-        req = S3Request(
-            http=Request(scope),
-            state=self.state,
-            request_id="req-1",
-            bucket=bucket,
-            key=None,
-            caller=Caller(self.auth, self.auth.get_user(user)),
-            body=_empty(),
-            content_length=None,
-        )
-        response = asyncio.run(list_objects(req))
-        assert response.status_code == 200
-        assert response.media_type == "application/xml"
-        return ET.fromstring(bytes(response.body))
+        return ET.fromstring(listing(self.state, user, bucket, params))
+
+
+def listing(state: GatewayState, user: str, bucket: str, params: dict[str, str]) -> bytes:
+    """Return the XML the listing operation answers ``user``'s ListObjects with ``params``."""
+    scope: dict[str, Any] = {
+        "type": "http",
+        "method": "GET",
+        "path": f"/{bucket}",
+        "query_string": urlencode(params).encode(),
+        "headers": [],
+    }
+    req = S3Request(
+        http=Request(scope),
+        state=state,
+        request_id="req-1",
+        bucket=bucket,
+        key=None,
+        caller=Caller(state.auth, state.auth.get_user(user)),
+        body=_empty(),
+        content_length=None,
+    )
+    response = asyncio.run(list_objects(req))
+    assert response.status_code == 200
+    assert response.media_type == "application/xml"
+    return bytes(response.body)
 
 
 def text(root: ET.Element, name: str) -> str | None:

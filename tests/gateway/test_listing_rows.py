@@ -11,18 +11,14 @@ the boundaries of many small ranges; v1 and v2, ``encoding-type=url``, owners (t
 
 from __future__ import annotations
 
-import asyncio
 import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote_plus, urlencode
+from urllib.parse import unquote_plus
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from starlette.requests import Request
 
-from mirror.auth.caller import Caller
 from mirror.auth.store import AuthStore
 from mirror.block import BlockResolver
 from mirror.config import GatewaySettings
@@ -30,10 +26,10 @@ from mirror.core import Catalog
 from mirror.core.committed import ChunkingParams
 from mirror.core.listing import ListResult
 from mirror.core.model import AddressType, Entry
-from mirror.gateway.context import GatewayState, S3Request
-from mirror.gateway.listing import list_objects
+from mirror.gateway.context import GatewayState
 from mirror.httputil.range_rows import RangeRows
 from mirror.kv import MemoryKV
+from tests.gateway.test_listing_handler import listing
 
 
 class _RowByRow(Catalog):
@@ -42,11 +38,6 @@ class _RowByRow(Catalog):
     def list_objects(self, *args: Any, **kwargs: Any) -> ListResult:
         listed = super().list_objects(*args, **kwargs)
         return ListResult(listed.rows, listed.common_prefixes, listed.has_more, listed.next_offset)
-
-
-async def _empty() -> AsyncIterator[bytes]:
-    return
-    yield b""
 
 
 class _Pair:
@@ -68,26 +59,7 @@ class _Pair:
         self.repositories = 0
 
     def call(self, state: GatewayState, user: str, bucket: str, params: dict[str, str]) -> bytes:
-        scope: dict[str, Any] = {
-            "type": "http",
-            "method": "GET",
-            "path": f"/{bucket}",
-            "query_string": urlencode(params).encode(),
-            "headers": [],
-        }
-        req = S3Request(
-            http=Request(scope),
-            state=state,
-            request_id="req-1",
-            bucket=bucket,
-            key=None,
-            caller=Caller(self.auth, self.auth.get_user(user)),
-            body=_empty(),
-            content_length=None,
-        )
-        response = asyncio.run(list_objects(req))
-        assert response.status_code == 200
-        return bytes(response.body)
+        return listing(state, user, bucket, params)
 
 
 _objects = st.dictionaries(
