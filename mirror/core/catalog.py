@@ -585,8 +585,8 @@ class Catalog(ObjectsFacade):
         """
         commits.import_commit(self._ctx, repository, commit, force=force)
 
-    def branch_exists(self, repository: str, name: str) -> bool:
-        """Return whether a branch exists."""
+    def branch_exists(self, repository: str | Repository, name: str) -> bool:
+        """Return whether a branch exists (``repository``: a name, or a record just read)."""
         try:
             self.get_branch(repository, name)
         except BranchNotFoundError:

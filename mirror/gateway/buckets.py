@@ -46,8 +46,8 @@ def bucket_of(req: S3Request) -> str:
 
 
 async def _repository(req: S3Request) -> Repository:
-    bucket = bucket_of(req)
-    return await call(req, req.state.catalog.get_repository, bucket, reads=True)
+    bucket_of(req)  # NoSuchBucket for a service-level call
+    return await call(req, req.state.catalog.get_repository, req.repository(), reads=True)
 
 
 def _listable(catalog: Catalog, req: S3Request, prefix: str) -> list[Repository]:

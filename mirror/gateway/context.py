@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from mirror.auth.tokens import LoginTokens
     from mirror.config import GatewaySettings
     from mirror.core.catalog import Catalog
+    from mirror.core.model import Repository
 
 __all__ = ["GatewayState", "Handler", "S3Request"]
 
@@ -93,6 +94,7 @@ class S3Request:
     body: AsyncIterator[bytes]
     content_length: int | None
     _inline: bool | None = field(default=None, init=False, repr=False)
+    _record: Repository | None = field(default=None, init=False, repr=False)
 
     def reads_inline(self) -> bool:
         """Whether this request's reads of its bucket may run on the event loop.
@@ -103,8 +105,22 @@ class S3Request:
         bucket reads on a worker thread, which answers its error).
         """
         if self._inline is None:
-            self._inline = self.bucket is not None and self.state.inline_reads and _local(self)
+            if self.bucket is not None and self.state.inline_reads:
+                self._record = _record_of(self.state, self.bucket)
+            local = self._record is not None and is_local_namespace(self._record.storage_namespace)
+            self._inline = local
         return self._inline
+
+    def repository(self) -> str | Repository:
+        """Return the bucket's repository as this request's reads take it.
+
+        The record :meth:`reads_inline` read to decide where the reads run, when it read one
+        (a local KV): the catalog's reads take a record as well as a name, so the record is
+        read once a request. Else the bucket's name (each read reads the record itself).
+        """
+        assert self.bucket is not None
+        self.reads_inline()
+        return self._record if self._record is not None else self.bucket
 
     @property
     def query(self) -> QueryParams:
@@ -157,10 +173,9 @@ Handler = Callable[[S3Request], Awaitable["Response"]]
 """An S3 operation: answers a response or raises :class:`~mirror.gateway.errors.S3Error`."""
 
 
-def _local(req: S3Request) -> bool:
-    assert req.bucket is not None
+def _record_of(state: GatewayState, bucket: str) -> Repository | None:
+    """Return the record of repository ``bucket``, ``None`` if it cannot be read."""
     try:
-        repo = req.state.catalog.get_repository(req.bucket)
+        return state.catalog.get_repository(bucket)
     except LakeMirrorError:
-        return False
-    return is_local_namespace(repo.storage_namespace)
+        return None

@@ -37,7 +37,7 @@ from mirror.httputil.range_rows import EncodedRows, RangeRows
 
 if TYPE_CHECKING:
     from mirror.core.catalog import Catalog
-    from mirror.core.model import Entry, ObjectStat
+    from mirror.core.model import Entry, ObjectStat, Repository
     from mirror.gateway.context import S3Request
 
 __all__ = ["MAX_KEYS", "list_objects"]
@@ -152,7 +152,7 @@ def _parse(req: S3Request) -> _Query:
     )
 
 
-def _list_branches(catalog: Catalog, repository: str, query: _Query) -> _Page:
+def _list_branches(catalog: Catalog, repository: str | Repository, query: _Query) -> _Page:
     """Return the branches under the prefix as common prefixes ``<branch>/``.
 
     Branch names sort differently from ``<branch>/`` (``main-x`` < ``main/``), so they are put
@@ -166,7 +166,7 @@ def _list_branches(catalog: Catalog, repository: str, query: _Query) -> _Page:
     return page
 
 
-def _list_ref(catalog: Catalog, repository: str, query: _Query) -> _Page:
+def _list_ref(catalog: Catalog, repository: str | Repository, query: _Query) -> _Page:
     """Return one page of the objects of the ref the prefix names."""
     ref, _, path_prefix = query.prefix.partition("/")
     base = ref + "/"
@@ -209,7 +209,7 @@ def _list_ref(catalog: Catalog, repository: str, query: _Query) -> _Page:
     return page
 
 
-def _read(catalog: Catalog, repository: str, query: _Query) -> _Page:
+def _read(catalog: Catalog, repository: str | Repository, query: _Query) -> _Page:
     if query.max_keys == 0:
         return _Page()
     if "/" not in query.prefix:
@@ -363,5 +363,5 @@ async def list_objects(req: S3Request) -> Response:
     query = _parse(req)
     req.require(_permission(query), repository_arn(bucket))
     # one page: bounded, like the REST API's listing it runs on the event loop where reads are local
-    page = await mapping.call(req, _read, req.state.catalog, bucket, query, reads=True)
+    page = await mapping.call(req, _read, req.state.catalog, req.repository(), query, reads=True)
     return Response(_render(req, query, page), media_type=xml.XML_CONTENT_TYPE)

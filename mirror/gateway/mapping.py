@@ -317,8 +317,12 @@ class WriteTarget:
     path: str
 
 
-def resolve_write_target(catalog: Catalog, bucket: str, ref: str, path: str) -> WriteTarget:
-    """Check a write of ``path`` on ``ref`` of repository ``bucket`` before its body is read.
+def resolve_write_target(
+    catalog: Catalog, repository: str | Repository, ref: str, path: str
+) -> WriteTarget:
+    """Check a write of ``path`` on ``ref`` of a repository before its body is read.
+
+    ``repository``: the bucket's name, or its record just read.
 
     As lakeFS: the repository must exist, must not be read-only (checked first), and ``ref``
     must be a branch (whose protection rules allow writes). A tag or a commit ID (names a
@@ -329,8 +333,9 @@ def resolve_write_target(catalog: Catalog, bucket: str, ref: str, path: str) -> 
         S3Error: NoSuchBucket, AccessDenied / ErrReadOnlyRepository, InvalidArgument,
             KeyTooLongError, ErrWriteToProtectedBranch.
     """
+    bucket = repository if isinstance(repository, str) else repository.id
     with s3_errors(bucket, path, catalog=catalog, write=True):
-        repo = catalog.get_repository(bucket)
+        repo = catalog.get_repository(repository)
     if repo.read_only:
         raise mirror_write_error(repo, key=path)
     check_path(ref, path, bucket=bucket)
@@ -345,7 +350,7 @@ def resolve_write_target(catalog: Catalog, bucket: str, ref: str, path: str) -> 
             key=path,
         ) from exc
     with s3_errors(bucket, path, catalog=catalog, write=True):
-        exists = catalog.branch_exists(bucket, ref)
+        exists = catalog.branch_exists(repo, ref)
     if not exists:
         raise S3Error(
             S3Code.NO_SUCH_BUCKET, _with(S3Code.NO_SUCH_BUCKET, not_branch), bucket=bucket, key=path

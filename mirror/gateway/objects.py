@@ -33,7 +33,7 @@ from mirror.httputil.streams import CHUNK, iter_block, parse_range
 
 if TYPE_CHECKING:
     from mirror.core.catalog import Catalog
-    from mirror.core.model import ObjectStat
+    from mirror.core.model import ObjectStat, Repository
     from mirror.gateway.context import S3Request
 
 __all__ = [
@@ -124,19 +124,21 @@ async def _stat(req: S3Request) -> tuple[str, str, ObjectStat]:
             bucket=bucket,
             key=req.key,
         )
-    stat = await call(req, req.state.catalog.stat_object, bucket, ref, path, key=path, reads=True)
+    stat = await call(
+        req, req.state.catalog.stat_object, req.repository(), ref, path, key=path, reads=True
+    )
     return bucket, ref, stat
 
 
 def _open(
-    catalog: Catalog, bucket: str, stat: ObjectStat, start: int, end: int
+    catalog: Catalog, repository: str | Repository, stat: ObjectStat, start: int, end: int
 ) -> tuple[list[bytes], Iterator[bytes]]:
     """Open the object's bytes ``[start, end)`` and read the first chunk (blocking).
 
     The first chunk is read before answering, so that missing data (a file not yet replicated)
     is an error status rather than a cut stream.
     """
-    store, key = catalog.open_entry(catalog.get_repository(bucket), stat.entry)
+    store, key = catalog.open_entry(catalog.get_repository(repository), stat.entry)
     chunks = iter_block(store, key, start, end)
     return list(itertools.islice(chunks, 1)), chunks
 
@@ -170,7 +172,7 @@ async def _read(req: S3Request, *, head: bool) -> Response:
     catalog = req.state.catalog
     # the first chunk only (the rest streams from a worker thread)
     first, rest = await call(
-        req, _open, catalog, bucket, stat, start, end, key=stat.path, reads=True
+        req, _open, catalog, req.repository(), stat, start, end, key=stat.path, reads=True
     )
     if end - start <= CHUNK:
         return Response(b"".join(first), status_code=status, headers=headers)
@@ -276,9 +278,9 @@ class BodyReader(io.RawIOBase):
         return n
 
 
-def _exists(catalog: Catalog, bucket: str, branch: str, path: str) -> bool:
+def _exists(catalog: Catalog, repository: str | Repository, branch: str, path: str) -> bool:
     try:
-        catalog.stat_object(bucket, branch, path)
+        catalog.stat_object(repository, branch, path)
     except ObjectNotFoundError:
         return False
     return True
@@ -311,12 +313,17 @@ async def put_object(req: S3Request) -> Response:
     if not path and req.content_length == 0:
         # a directory marker of the branch root (pyarrow's create_dir writes one): the root
         # always exists, so nothing is stored once the branch is known to be writable
-        await call(req, _writable_branch, catalog, bucket, ref, key=path, write=True, reads=True)
+        repository = req.repository()
+        await call(
+            req, _writable_branch, catalog, repository, ref, key=path, write=True, reads=True
+        )
         return Response(status_code=200, headers={"etag": f'"{_EMPTY_MD5}"'})
-    target = await call(req, resolve_write_target, catalog, bucket, ref, path, key=path, reads=True)
+    target = await call(
+        req, resolve_write_target, catalog, req.repository(), ref, path, key=path, reads=True
+    )
     metadata = stored_metadata(req)
     if (req.headers.get("if-none-match") or "").strip() == "*" and await call(
-        req, _exists, catalog, bucket, ref, path, key=path, reads=True
+        req, _exists, catalog, target.repository, ref, path, key=path, reads=True
     ):
         raise S3Error(S3Code.PRECONDITION_FAILED, bucket=bucket, key=path)
     content_type = req.headers.get("content-type") or None
@@ -343,11 +350,11 @@ async def put_object(req: S3Request) -> Response:
 _EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
 
 
-def _writable_branch(catalog: Catalog, bucket: str, ref: str) -> None:
-    repo = catalog.get_repository(bucket)
+def _writable_branch(catalog: Catalog, repository: str | Repository, ref: str) -> None:
+    repo = catalog.get_repository(repository)
     if repo.read_only:
         raise mirror_write_error(repo)
-    catalog.get_branch(bucket, ref)
+    catalog.get_branch(repo, ref)
 
 
 def _upload(

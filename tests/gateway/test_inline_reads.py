@@ -29,7 +29,7 @@ from mirror.gateway.app import with_gateway
 from mirror.gateway.context import GatewayState
 from mirror.kv.sqlite import SqliteKV
 from tests.unit.gateway_signing import KEY_ID, SECRET, sign_v4
-from tests.unit.remote_kv import RemoteReadsKV, both_kvs, comparable
+from tests.unit.remote_kv import RemoteReadsKV, both_kvs, comparable, record_reads
 
 pytestmark = pytest.mark.anyio
 
@@ -113,7 +113,8 @@ async def test_reads_run_where_the_rule_says_and_answer_alike(
         read = getattr(Catalog, name)
 
         def recorded(self: Catalog, *args: Any, **kwargs: Any) -> Any:
-            threads[id(self)].append((args[0], threading.get_ident() == loop_thread))
+            bucket = args[0] if isinstance(args[0], str) else args[0].id
+            threads[id(self)].append((bucket, threading.get_ident() == loop_thread))
             return read(self, *args, **kwargs)
 
         return recorded
@@ -132,3 +133,38 @@ async def test_reads_run_where_the_rule_says_and_answer_alike(
     # an unknown bucket is read on a worker thread, which answers its error
     assert sorted(set(local)) == [("nobucket", False), ("repo", True)], local
     assert sorted(set(remote)) == [("nobucket", False), ("repo", False)], remote
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "body"),
+    [
+        ("GET", "/repo/main/a.txt", {}, b""),
+        ("HEAD", "/repo/main/a.txt", {}, b""),
+        ("GET", "/repo/main/big.bin", {}, b""),
+        ("GET", "/repo?list-type=2&prefix=main%2F", {}, b""),
+        ("GET", "/repo?delimiter=%2F", {}, b""),
+        ("HEAD", "/repo", {}, b""),
+        ("PUT", "/repo/main/put.txt", {"if-none-match": "*"}, b"body"),
+        ("PUT", "/repo/main/", {}, b""),
+    ],
+)
+async def test_a_request_reads_its_buckets_record_once(
+    gateways: list[tuple[Catalog, httpx.AsyncClient]],
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+) -> None:
+    catalog, client = gateways[0]  # over SQLite: the record read to choose serves the reads
+    keys = record_reads(monkeypatch)
+    written = 0
+    if method == "PUT" and body:
+        # the write itself, on its worker thread, reads the record as the core's upload does
+        catalog.upload_object("repo", "main", "other.txt", body)
+        written = keys.count(b"repos/repo")
+        keys.clear()
+    url, signed = sign_v4(method, BASE + path, body=body, headers=headers)
+    answer = await client.request(method, url, headers=signed, content=body)
+    assert answer.status_code in (200, 206), answer.text
+    assert keys.count(b"repos/repo") == 1 + written, keys
