@@ -59,6 +59,10 @@ def test_no_incomplete_commit_is_ever_exposed(world: TwoRegions, replicant: Repl
         chaos_run(world, replicant, seed)
 
 
+_MIDDLE = 5
+"""The step of a chaos run whose head is waited for (checked) before the run goes on."""
+
+
 def chaos_run(world: TwoRegions, replicant: Replicant, seed: int) -> None:
     """Twelve random commits under delayed, dropped and stalled replication, seeded by ``seed``;
     the safety checker must find every object of every mirror head."""
@@ -96,8 +100,17 @@ def chaos_run(world: TwoRegions, replicant: Replicant, seed: int) -> None:
                 sim.stall()
             elif sim.stats.stalled:
                 sim.resume()
+            if step == _MIDDLE:
+                # one head half-way is waited for until checked, so that more than one head is
+                # checked whatever the run's pace (the checker samples the head as it moves)
+                stalled = sim.stats.stalled
+                sim.resume()
+                wait_for(lambda: heads[-1] in checker.checked, 60, "a head half-way checked")
+                if stalled:
+                    sim.stall()
         sim.resume()
         wait_for(lambda: world.b.head(name, "main") == heads[-1], 60, "the last head")
+        wait_for(lambda: heads[-1] in checker.checked, 60, "the last head checked")
     finally:
         checker.stop()
     assert checker.violations == [], f"seed {seed}"

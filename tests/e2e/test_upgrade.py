@@ -12,11 +12,14 @@ the repository to its new head.
 from __future__ import annotations
 
 import json
+import math
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import lakefs
 import pytest
 
@@ -94,7 +97,17 @@ def test_an_earlier_releases_region_reads_commits_collects_and_mirrors(
     assert _text(objects_at(client, name, "main")) == now
     assert set(commits.values()) | set(log) <= {c.id for c in repo.ref("main").log()}
 
-    # GC: the first write of scratch.txt, replaced while staged, is the one file nothing holds
+    # GC: the first write of scratch.txt, replaced while staged, is the one file nothing holds.
+    # The rules the earlier release stored read as it wrote them; their 1 day of retention is
+    # raised past the fixture's age, so that what its second commit replaced stays retained
+    # whatever the date the test runs on (else those files expire with the calendar)
+    rules_url = f"{world.a.server.url}/api/v1/repositories/{name}/settings/gc_rules"
+    stored = httpx.get(rules_url, auth=ADMIN, timeout=30)
+    assert stored.status_code == 200, stored.text
+    assert stored.json() == {"default_retention_days": 1, "branches": []}
+    age_days = math.ceil((time.time() - first.creation_date) / 86400)
+    raised = {"default_retention_days": age_days + 2, "branches": []}
+    assert httpx.put(rules_url, json=raised, auth=ADMIN, timeout=30).status_code == 204
     run = sweep(world.a, name, 0)
     assert run["swept"] is True and run["has_rules"] is True
     assert run["marked"] == run["deleted"] == 1
