@@ -203,27 +203,22 @@ def on_commit(
     prepare-commit that ran no hook changed nothing, so the pre-commit event is the same event
     under its own type and is not described (the repository, branch and protection read) again.
     """
-    ran = on_branch(
-        ctx,
-        hooks,
-        "prepare-commit",
-        repository,
-        branch,
-        message=message,
-        committer=committer,
-        metadata=metadata,
-    )
-    if ran is None or ran[1].run_id:
+
+    def announce(event_type: str) -> Pre:
         return on_branch(
             ctx,
             hooks,
-            "pre-commit",
+            event_type,
             repository,
             branch,
             message=message,
             committer=committer,
             metadata=metadata,
         )
+
+    ran = announce("prepare-commit")
+    if ran is None or ran[1].run_id:
+        return announce("pre-commit")
     event = replace(ran[0], event_type="pre-commit")
     return event, hooks.pre(event)
 

@@ -313,9 +313,8 @@ async def put_object(req: S3Request) -> Response:
     if not path and req.content_length == 0:
         # a directory marker of the branch root (pyarrow's create_dir writes one): the root
         # always exists, so nothing is stored once the branch is known to be writable
-        repository = req.repository()
         await call(
-            req, _writable_branch, catalog, repository, ref, key=path, write=True, reads=True
+            req, _writable_branch, catalog, req.repository(), ref, key=path, write=True, reads=True
         )
         return Response(status_code=200, headers={"etag": f'"{_EMPTY_MD5}"'})
     target = await call(
