@@ -180,18 +180,25 @@ class MetaRangeRows:
         ranges: The same rows as :class:`RangeInfo`.
     """
 
-    __slots__ = ("_encoded", "ranges", "table")
+    __slots__ = ("_encoded", "_last_keys", "ranges", "table")
 
     def __init__(self, table: pa.Table, ranges: list[RangeInfo]) -> None:
         self.table = table
         self.ranges = ranges
         self._encoded: tuple[bytes, Any] | None = None
+        self._last_keys: list[str] | None = None
 
     def encoding(self) -> tuple[bytes, Any]:
         """Return the canonical encoding of the rows and where each row starts (n + 1)."""
         if self._encoded is None:
             self._encoded = metarange_encoding(self.table)
         return self._encoded
+
+    def last_keys(self) -> list[str]:
+        """Return each row's last key, in order (what a key's range is found by bisecting)."""
+        if self._last_keys is None:
+            self._last_keys = [r.max_key for r in self.ranges]
+        return self._last_keys
 
 
 # Consecutive rows ``start`` to ``stop`` (excluded) of an existing metarange.
@@ -329,6 +336,7 @@ class CommittedStore:
         encoded: list[Any] = []
         offsets: list[Any] = []
         ranges: list[RangeInfo] = []
+        last_keys: list[str] = []
         at = 0
         for piece in pieces:
             if isinstance(piece, list):
@@ -339,6 +347,7 @@ class CommittedStore:
                 at += int(lengths.sum())
                 encoded.extend(rows_encoded)
                 ranges.extend(piece)
+                last_keys.extend(r.max_key for r in piece)
                 continue
             rows, start, stop = piece
             blob, starts = rows.encoding()
@@ -348,6 +357,8 @@ class CommittedStore:
             offsets.append(starts[start:stop] + (at - first))
             at += last - first
             ranges.extend(rows.ranges[start:stop])
+            # the next commit bisects these: slices of the base's keys, not a pass over rows
+            last_keys.extend(rows.last_keys()[start:stop])
         joined = b"".join(encoded)
         h = hashlib.sha256(_METARANGE_TAG + pack_int64(len(ranges)))
         h.update(joined)
@@ -356,8 +367,10 @@ class CommittedStore:
         self._put_metarange(mid, table, stats)
         written = MetaRangeRows(table, ranges)
         written._encoded = (joined, np.concatenate([*offsets, np.array([at], np.int64)]))
+        written._last_keys = last_keys
         self._remember("m:" + mid, ranges)
         self._remember("t:" + mid, written)
+        self._remember("k:" + mid, last_keys)
         return mid
 
     def _put_metarange(self, mid: MetaRangeID, table: pa.Table, stats: WriteStats) -> None:
@@ -396,7 +409,11 @@ class CommittedStore:
         cached = self._cached("k:" + mid)
         if cached is not None:
             return cached  # type: ignore[return-value]
-        keys = [r.max_key for r in ranges]
+        rows = self._cached("t:" + mid)
+        if isinstance(rows, MetaRangeRows) and rows.ranges is ranges:
+            keys = rows.last_keys()  # kept with the rows a commit splices from
+        else:
+            keys = [r.max_key for r in ranges]
         self._remember("k:" + mid, keys)
         return keys
 

@@ -161,6 +161,10 @@ def test_rewritten_tree_is_byte_identical_to_the_record_path(
         assert mid == old_mid
         assert files_of(CommittedStore(block, cache_size=0), mid) == files_of(by_record, old_mid)
         assert list(warm.iterate(mid)) == sorted(tree.items())
+        # the last keys lookups bisect: a rewrite splices them from its base's, as it does rows
+        ranges = warm.read_metarange(mid)
+        assert warm.max_keys(mid, ranges) == [r.max_key for r in ranges]
+        assert all(warm.lookup(mid, k) == e for k, e in tree.items())
         if base_params == params:
             # one set of parameters: the tree is a function of its records alone
             want_mid, want_files = reference(tree, params)
