@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.commit_parts import PARTS, REST
 from bench.commit_ratio import main
 
 
@@ -23,3 +24,22 @@ def test_commit_ratio_prints_a_row_per_run(capsys: pytest.CaptureFixture[str]) -
 def test_commit_ratio_rejects_bad_arguments() -> None:
     with pytest.raises(SystemExit):
         main(["--runs", "0"])
+
+
+def test_commit_ratio_parts_table_has_every_part(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--sizes", "100", "2000", "--runs", "1", "--repeat", "3", "--parts"]) == 0
+    out = capsys.readouterr().out
+    assert "--parts" in out
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2:5]
+        for line in out.splitlines()
+        if line.startswith("| ")
+    }
+    for label in [label for label, _, _ in PARTS] + [REST]:
+        small, large, difference = (float(cell.strip()) for cell in rows[label])
+        assert abs(large - small - difference) < 0.015
+        if label != REST:
+            assert small >= 0 and large >= 0
+    # a clustered commit writes new range files and a metarange at every size
+    for label in (PARTS[2][0], PARTS[3][0]):
+        assert all(float(cell) > 0 for cell in rows[label][:2])
