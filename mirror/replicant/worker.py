@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -35,6 +34,7 @@ from typing import Final, Literal
 from mirror.errors import LakeMirrorError, NotFoundError, PreconditionFailedError
 from mirror.logging import get_logger
 from mirror.replicant.client import LakeFSClient, RemoteCommit
+from mirror.replicant.commit_records import CommitRecords
 from mirror.replicant.history import (
     Ahead,
     Ancestry,
@@ -45,14 +45,13 @@ from mirror.replicant.history import (
 from mirror.replicant.lag_history import LagHistory, LagSample
 from mirror.replicant.metrics import ReplicantMetrics
 from mirror.replicant.state import BranchState, BranchStatus, Lag, MirrorConfig, ReplicantStore
+from mirror.replicant.tag_mirror import TagMirror
 from mirror.validator import ValidationReport, Validator
 
 __all__ = ["FirstSync", "MirrorWorker", "WorkerSettings", "intermediate_probes", "parents_first"]
 
 FirstSync = Callable[[str], Awaitable[ValidationReport | None]]
 """Validates a metarange with no base in bulk, or answers ``None`` to leave it to the validator."""
-
-_COMMIT_CACHE = 10_000
 
 
 class _Retarget(enum.Enum):
@@ -63,9 +62,6 @@ class _Retarget(enum.Enum):
 
 _RETARGET: Final = _Retarget.RETARGET
 _LAG_WALK_LIMIT = 100_000
-# While the source's tags stay as the mirror's were last seen, a round lists only the source's;
-# the mirror's are listed again every this many rounds all the same
-_TAG_RECHECK_ROUNDS = 20
 
 
 @dataclass(slots=True)
@@ -125,17 +121,16 @@ class MirrorWorker:
         self._clock = clock
         self.history = LagHistory(store.kv, config.name)
         self._log = get_logger("mirror.replicant").bind(mirror=config.name)
-        self._commits: OrderedDict[str, RemoteCommit] = OrderedDict()
-        # commits known to be on the mirror; forgetting one only costs a lookup on the mirror
-        self._imported: OrderedDict[str, None] = OrderedDict()
-        self._import_lock = asyncio.Lock()
+        self.records = CommitRecords(config, source, dest, metrics, self._log)
+        """The mirror's commit records: read from the source, copied parents first."""
+        self.tags = TagMirror(config, source, dest, validator, self.records, metrics, self._log)
+        """The mirror's tags, made once their commits validate."""
         # a replica taking the mirror over starts from what the last one saw: a forced promotion
         # reports the source heads seen before the source went away, even after a restart
         self._status: dict[str, BranchStatus] = {
             s.branch: s for s in store.list_status(config.name)
         }
         self._branch_tasks: dict[str, asyncio.Task[None]] = {}
-        self._pending_tags: dict[str, str] = {}
         self._first_sync = first_sync
         self._next_release = 0.0
         # each poll round's listing of both sides' heads, and the event the round sets: a
@@ -144,10 +139,6 @@ class MirrorWorker:
         self._round = asyncio.Event()
         self.rounds = 0
         """Poll rounds that listed both sides' heads."""
-        # the source's tags the mirror's were last seen equal to, and the round after which the
-        # mirror's tags are listed again even if the source's stay the same
-        self._tags_in_sync: dict[str, str] | None = None
-        self._tags_recheck = 0
 
     # the loops
 
@@ -200,7 +191,7 @@ class MirrorWorker:
             self._forget_branch(branch)
         await self._delete_vanished_branches(set(heads), mirror_heads)
         if self.config.tags:
-            await self._mirror_tags()
+            await self.tags.sync(self.rounds)
         await self._release_dropped_heads()
 
     async def _release_dropped_heads(self) -> None:
@@ -213,7 +204,7 @@ class MirrorWorker:
             heads = await self.dest.list_branches(self.config.name)
             tags = await self.dest.list_tags(self.config.name)
             commits = sorted(set(heads.values()) | set(tags.values()))
-            trees = [await self._tree_on_mirror(c) for c in commits if c]
+            trees = [await self.records.tree_on_mirror(c) for c in commits if c]
             dropped = await self.validator.keep_only(trees, idle_seconds=self.settings.release_idle)
         except LakeMirrorError as exc:
             self._log.warning("releasing the ranges of deleted heads failed", error=str(exc))
@@ -339,11 +330,11 @@ class MirrorWorker:
         if current == head:
             self._set(status, "synced", lag_seconds=0.0, lag=Lag(0), missing=0)
             return False
-        await self._import_chain(head)
-        target = await self._commit(head)
+        await self.records.copy_chain(head)
+        target = await self.records.source_commit(head)
         ahead = await self._ahead(head, current)
         self._set(status, "validating", lag=ahead.lag, oldest=ahead.oldest)
-        progress = _Progress(current, await self._metarange_of(current), ahead)
+        progress = _Progress(current, await self.records.metarange_of(current), ahead)
         report = await self._validate_until_complete(status, target, progress)
         if report is _RETARGET:
             return _RETARGET
@@ -466,7 +457,7 @@ class MirrorWorker:
             return True
         between = ahead.ids[1:]
         for index in intermediate_probes(len(between)):
-            commit = await self._commit(between[index])
+            commit = await self.records.source_commit(between[index])
             report = await self.validator.validate(commit.meta_range_id, progress.base)
             self._count(report)
             if not report.complete:
@@ -475,7 +466,7 @@ class MirrorWorker:
             if not await self._advance(status, progress.current, commit.id, commits, report):
                 return False
             newer = ahead.ids[: index + 1]
-            oldest = (await self._commit(newer[-1])).creation_date
+            oldest = (await self.records.source_commit(newer[-1])).creation_date
             progress.current = commit.id
             progress.base = commit.meta_range_id
             progress.ahead = Ahead(newer, oldest, True, Lag(len(newer)))
@@ -536,53 +527,6 @@ class MirrorWorker:
     def _source_name(self) -> str:
         return f"{self.config.source_region}/{self.config.source_repo}"
 
-    async def _tree_on_mirror(self, commit_id: str) -> str:
-        # a preserved head exists on the mirror only: read the mirror, not the source
-        known = self._commits.get(commit_id)
-        if known is not None:
-            return known.meta_range_id
-        return (await self.dest.get_commit(self.config.name, commit_id)).meta_range_id
-
-    async def _commit(self, commit_id: str) -> RemoteCommit:
-        found = self._commits.get(commit_id)
-        if found is not None:
-            self._commits.move_to_end(commit_id)
-            return found
-        commit = await self.source.get_commit(self.config.source_repo, commit_id)
-        self._commits[commit_id] = commit
-        while len(self._commits) > _COMMIT_CACHE:
-            self._commits.popitem(last=False)
-        return commit
-
-    async def _import_chain(self, head: str) -> int:
-        """Copy every commit reachable from ``head`` that the mirror lacks; return how many."""
-        async with self._import_lock:
-            missing: dict[str, RemoteCommit] = {}
-            todo = [head]
-            while todo:
-                cid = todo.pop()
-                if cid in self._imported or cid in missing:
-                    continue
-                if await self.dest.has_commit(self.config.name, cid):
-                    self._remember_imported(cid)
-                    continue
-                commit = await self._commit(cid)
-                missing[cid] = commit
-                todo.extend(commit.parents)
-            for commit in parents_first(missing):
-                await self.dest.import_commit(self.config.name, commit)
-                self._remember_imported(commit.id)
-                self.metrics.commits_imported.labels(self.config.name).inc()
-            if missing:
-                self._log.info("commits copied", count=len(missing), head=head)
-            return len(missing)
-
-    def _remember_imported(self, commit_id: str) -> None:
-        self._imported[commit_id] = None
-        self._imported.move_to_end(commit_id)
-        while len(self._imported) > _COMMIT_CACHE:
-            self._imported.popitem(last=False)
-
     async def _ahead(self, head: str, current: str | None) -> Ahead:
         """Return the commits ``head`` is ahead of ``current`` along first parents.
 
@@ -590,80 +534,8 @@ class MirrorWorker:
         needs nothing more of the source region.
         """
         ancestry = await Ancestry.of(self.dest, self.config.name, current)
-        return await commits_ahead(self._copied_commit, ancestry, head, current, _LAG_WALK_LIMIT)
-
-    async def _copied_commit(self, commit_id: str) -> RemoteCommit | None:
-        found = self._commits.get(commit_id)
-        if found is not None:
-            self._commits.move_to_end(commit_id)
-            return found
-        try:
-            commit = await self.dest.get_commit(self.config.name, commit_id)
-        except NotFoundError:
-            return None
-        self._commits[commit_id] = commit
-        while len(self._commits) > _COMMIT_CACHE:
-            self._commits.popitem(last=False)
-        return commit
-
-    async def _metarange_of(self, commit_id: str | None) -> str:
-        """Return the metarange of a commit already on the mirror (validated), ``""`` if none."""
-        if commit_id is None:
-            return ""
-        try:
-            return (await self.dest.get_commit(self.config.name, commit_id)).meta_range_id
-        except NotFoundError:
-            return ""
-
-    # tags
-
-    async def _mirror_tags(self) -> None:
-        try:
-            source_tags = await self.source.list_tags(self.config.source_repo)
-            if source_tags == self._tags_in_sync and self.rounds < self._tags_recheck:
-                return  # the mirror's tags were made these, and only the replicant writes them
-            mirror_tags = await self.dest.list_tags(self.config.name)
-        except LakeMirrorError as exc:
-            self.metrics.source_errors.labels(self.config.name).inc()
-            self._log.warning("listing tags failed", error=str(exc))
-            return
-        self._tags_in_sync = None
-        done = True
-        for tag in sorted(set(mirror_tags) - set(source_tags) - set(self.config.preserved_tags)):
-            call = self.dest.delete_tag(self.config.name, tag)
-            done = await self._try(call, "deleting a tag", tag) and done
-        for tag, commit_id in sorted(source_tags.items()):
-            if mirror_tags.get(tag) == commit_id:
-                continue
-            done = False  # known done only when a later round lists the mirror's tags again
-            if tag in mirror_tags:
-                await self._try(self.dest.delete_tag(self.config.name, tag), "moving a tag", tag)
-            try:
-                await self._import_chain(commit_id)
-                commit = await self._commit(commit_id)
-                report = await self.validator.validate(commit.meta_range_id)
-            except LakeMirrorError as exc:
-                self._log.warning("mirroring a tag failed", tag=tag, error=str(exc))
-                continue
-            if not report.complete:
-                self._pending_tags[tag] = commit_id
-                continue
-            self._pending_tags.pop(tag, None)
-            await self._try(self.dest.set_tag(self.config.name, tag, commit_id), "tagging", tag)
-        if done:
-            self._tags_in_sync = source_tags
-            self._tags_recheck = self.rounds + _TAG_RECHECK_ROUNDS
-
-    async def _try(self, call: Awaitable[None], what: str, tag: str) -> bool:
-        """Await a tag change; return whether it was made (or had nothing to do)."""
-        try:
-            await call
-        except NotFoundError:
-            return True
-        except LakeMirrorError as exc:
-            self._log.warning(f"{what} failed", tag=tag, error=str(exc))
-            return False
-        return True
+        copied = self.records.copied_commit
+        return await commits_ahead(copied, ancestry, head, current, _LAG_WALK_LIMIT)
 
     # status
 
@@ -674,4 +546,4 @@ class MirrorWorker:
     @property
     def pending_tags(self) -> dict[str, str]:
         """Return tags waiting for their commit's files, with their commits."""
-        return dict(self._pending_tags)
+        return self.tags.pending

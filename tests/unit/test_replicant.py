@@ -428,7 +428,7 @@ async def test_a_newly_seen_source_head_is_never_stored_as_zero_commits_behind(
             stored.append((s.mirror_head, s.source_head, s.lag_commits, s.lag_commits_at_least))
         raise NotFoundError("stopped before copying")
 
-    pair.worker._import_chain = stop_before_copying  # type: ignore[method-assign]
+    pair.worker.records.copy_chain = stop_before_copying  # type: ignore[method-assign]
     with pytest.raises(NotFoundError):
         await pair.worker.sync_branch("main")
     # at least one commit behind, said as a lower bound: not a count it never made
@@ -439,11 +439,11 @@ async def test_a_newly_seen_source_head_is_never_stored_as_zero_commits_behind(
 async def test_a_tag_waits_for_its_files(pair: Pair) -> None:
     c1 = _commit(pair.a, {"a": b"a"}, "a")
     pair.a.catalog.create_tag("origin", "v1", c1)
-    await pair.worker._mirror_tags()
+    await pair.worker.tags.sync(pair.worker.rounds)
     assert list(pair.b.catalog.list_tags("origin-mirror")) == []
     assert pair.worker.pending_tags == {"v1": c1}
     _copy_all(pair.src_store, pair.dst_store)
-    await pair.worker._mirror_tags()
+    await pair.worker.tags.sync(pair.worker.rounds)
     assert pair.b.catalog.get_tag("origin-mirror", "v1") == c1
 
 
