@@ -52,9 +52,6 @@ import argparse
 import itertools
 import os
 import random
-import secrets
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -69,17 +66,18 @@ import httpx
 from fastapi import FastAPI, Request
 
 from bench.machine import describe, run_footer
+from bench.proc_cpu import tree_cpu
+from bench.processes import bare_server, lakemirror_server
+from bench.tables import markdown
 from mirror.api.app import WORKER_HEADER
 from mirror.cli.serving import UVICORN_OPTIONS, uvicorn_options
 
 __all__ = ["COLUMNS", "commit_only", "main"]
 
-ROOT = Path(__file__).resolve().parent.parent
 API = "/api/v1"
 REPO = "bench"
 OBJECTS = 1000
 BODY_SIZE = 1024
-STARTUP_DEADLINE = 60.0
 REQUEST_TIMEOUT = 120.0
 OBJECT_TARGET_MS = 25.0
 BRANCH_TARGET_MS = 30.0
@@ -316,44 +314,6 @@ class Cell:
         return None if self.cpu is None else self.cpu * 1000.0 / len(self.latencies)
 
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-
-
-def process_cpu(pid: int) -> float | None:
-    """Return the user + system CPU seconds of process ``pid`` so far (``None``: unknown)."""
-    fields = _stat(pid)
-    try:
-        return None if fields is None else (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    except (ValueError, IndexError):
-        return None
-
-
-def tree_cpu(pid: int) -> float | None:
-    """Return the CPU seconds of process ``pid`` and its live descendants (its workers)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat(int(entry.name))
-            if fields is not None and len(fields) > 1:
-                children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total = process_cpu(pid)
-    if total is None:
-        return None
-    pending = list(children.get(pid, ()))
-    while pending:
-        child = pending.pop()
-        total += process_cpu(child) or 0.0
-        pending += children.get(child, ())
-    return total
-
-
 def run_cell(
     operation: Operation,
     clients: Sequence[httpx.Client],
@@ -407,101 +367,6 @@ def run_cell(
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     latencies_ = [x for part in latencies for x in part]
     return Cell(operation, concurrency, latencies_, wall, cpu, workers)
-
-
-def free_port() -> int:
-    """Return a TCP port of 127.0.0.1 that is free now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _wait_healthy(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_DEADLINE
-    with httpx.Client(timeout=1.0) as client:
-        while time.monotonic() < deadline:
-            try:
-                if client.get(url).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None:
-                raise SystemExit(f"{url}: process exited with {process.returncode}:\n{_tail(log)}")
-            time.sleep(0.05)
-    raise SystemExit(f"{url}: not healthy within {STARTUP_DEADLINE:.0f} s:\n{_tail(log)}")
-
-
-def _tail(log: Path) -> str:
-    return "\n".join(log.read_text(errors="replace").splitlines()[-30:])
-
-
-@contextmanager
-def _process(
-    command: Sequence[str], health_url: str, log: Path, env: dict[str, str], root: Path = ROOT
-) -> Iterator[subprocess.Popen[bytes]]:
-    with open(log, "ab") as out:
-        process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_healthy(process, health_url, log)
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _env(root: Path = ROOT) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMIRROR_")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-@contextmanager
-def lakemirror_server(
-    tmp: Path,
-    log_level: str,
-    workers: int = 1,
-    extra_env: dict[str, str] | None = None,
-    root: Path = ROOT,
-) -> Iterator[tuple[str, tuple[str, str], int]]:
-    """Run ``lakemirror server`` with ``workers`` worker processes on a temporary data directory.
-
-    Yields its URL, the administrator's key and the (parent) process ID. ``extra_env`` is added
-    to its environment; ``root``: the source tree it runs from (another revision's, to compare).
-    """
-    key = ("AKIAJ" + secrets.token_hex(8).upper()[:15], secrets.token_urlsafe(30))
-    env = {**_env(root), **(extra_env or {})}
-    env["LAKEMIRROR_ADMIN_ACCESS_KEY_ID"], env["LAKEMIRROR_ADMIN_SECRET_ACCESS_KEY"] = key
-    env["LAKEMIRROR_SERVER__WORKERS"] = str(workers)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "mirror.cli.main", "server", "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--data-dir", str(tmp / f"data-{workers}")]
-    command += ["--log-level", log_level]
-    log = tmp / f"server-{workers}.log"
-    with _process(command, f"{url}/healthz", log, env, root) as process:
-        yield url, key, process.pid
-
-
-@contextmanager
-def bare_server(
-    tmp: Path, log_level: str, extra_env: dict[str, str] | None = None, root: Path = ROOT
-) -> Iterator[tuple[str, int]]:
-    """Run the bare FastAPI app of this module in its own process; yield its URL and PID.
-
-    ``root``: the source tree it runs from, as for :func:`lakemirror_server`.
-    """
-    port = free_port()
-    command = [sys.executable, "-m", "bench.api", "--serve-bare", str(port)]
-    command += ["--log-level", log_level]
-    url = f"http://127.0.0.1:{port}"
-    env = {**_env(root), **(extra_env or {})}
-    with _process(command, f"{url}/small", tmp / "bare.log", env, root) as process:
-        yield url, process.pid
 
 
 def bare_app() -> FastAPI:
@@ -627,32 +492,10 @@ def _row(cell: Cell, bare: dict[tuple[str, int], Cell]) -> list[str]:
     ]
 
 
-def _markdown(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
-    """Return a Markdown table: the first column left-aligned, the others right-aligned."""
-    rows = [list(header), *(list(r) for r in body)]
-    widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
-    lines = []
-    for k, row in enumerate(rows):
-        cells_ = [
-            cell.ljust(w) if c == 0 or not k else cell.rjust(w)
-            for c, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("| " + " | ".join(cells_) + " |")
-        if k == 0:
-            lines.append(
-                "|"
-                + "|".join(
-                    ("-" * (w + 2)) if c == 0 else "-" * (w + 1) + ":" for c, w in enumerate(widths)
-                )
-                + "|"
-            )
-    return "\n".join(lines)
-
-
 def format_table(cells: Sequence[Cell]) -> str:
     """Return the cells as a Markdown table, each server row beside its bare baseline."""
     bare = {(c.operation.bare, c.concurrency): c for c in cells if c.operation.kind == "bare"}
-    return _markdown(COLUMNS, [_row(c, bare) for c in cells])
+    return markdown(COLUMNS, [_row(c, bare) for c in cells])
 
 
 def commit_only(cells: Sequence[Cell]) -> list[str]:
@@ -703,7 +546,7 @@ def format_workers_table(cells: Sequence[Cell], workers: Sequence[int]) -> str:
                 *("-" if c.cpu_ms is None else f"{c.cpu_ms:.2f}" for c in row),
             ]
         )
-    return _markdown(header, body)
+    return markdown(header, body)
 
 
 def _log(text: str) -> None:

@@ -52,8 +52,8 @@ import yaml
 
 from bench.core import Layout
 from bench.machine import describe
-from bench.mirror import markdown
 from bench.s3_server import data_address, data_size
+from bench.tables import markdown
 from mirror.block import BlockResolver
 from mirror.block.s3 import S3Settings, make_s3_client, s3_store_factory
 from mirror.core import Catalog, Entry

@@ -46,8 +46,11 @@ import httpx
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
-from bench.api import LOG_LEVELS, lakemirror_server, tree_cpu
+from bench.api import LOG_LEVELS
 from bench.machine import describe, run_footer
+from bench.proc_cpu import tree_cpu
+from bench.processes import lakemirror_server
+from bench.tables import markdown
 
 __all__ = ["main"]
 
@@ -374,27 +377,6 @@ def _get_whole(clients: Clients, key: str) -> Sink:
     return sink
 
 
-def _markdown(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
-    rows = [list(header), *(list(r) for r in body)]
-    widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
-    lines = []
-    for k, row in enumerate(rows):
-        cells = [
-            c.ljust(w) if i <= 1 or not k else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-        if k == 0:
-            lines.append(
-                "|"
-                + "|".join(
-                    "-" * (w + 2) if i <= 1 else "-" * (w + 1) + ":" for i, w in enumerate(widths)
-                )
-                + "|"
-            )
-    return "\n".join(lines)
-
-
 def format_latency(cells: Sequence[Cell]) -> str:
     """Return table 1: each operation through the gateway and the REST API."""
     by = {(c.operation, c.interface): c for c in cells}
@@ -418,7 +400,7 @@ def format_latency(cells: Sequence[Cell]) -> str:
             ]
         )
     header = ["operation", "via", "requests", "p50 ms", "p90 ms", "server CPU ms/req", "p50 vs API"]
-    return _markdown(header, body)
+    return markdown(header, body, left=2)
 
 
 def format_streams(rows: Sequence[StreamRow]) -> str:
@@ -444,7 +426,7 @@ def format_streams(rows: Sequence[StreamRow]) -> str:
         "server RSS before MiB",
         "server peak RSS MiB",
     ]
-    return _markdown(header, body)
+    return markdown(header, body, left=2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

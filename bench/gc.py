@@ -40,7 +40,7 @@ import httpx
 
 from bench.core import Layout
 from bench.machine import describe
-from bench.mirror import markdown
+from bench.tables import markdown
 from mirror.core import Entry, open_embedded
 
 __all__ = ["DEFAULT_OBJECTS", "QUICK_OBJECTS", "build", "main"]

@@ -39,7 +39,6 @@ from pathlib import Path
 import httpx
 
 from bench.api import (
-    ROOT,
     BareGet,
     BarePost,
     Cell,
@@ -51,14 +50,13 @@ from bench.api import (
     Stat,
     Upload,
     _clients,
-    _markdown,
     _populate,
-    bare_server,
-    lakemirror_server,
     machine,
     run_cell,
 )
 from bench.machine import run_footer
+from bench.processes import ROOT, bare_server, lakemirror_server
+from bench.tables import markdown
 from mirror.cli.serving import FAST_READS_ENV, HTTP_PROTOCOL_ENV
 
 __all__ = ["main"]
@@ -201,7 +199,7 @@ def format_table(found: dict[tuple[str, int, str], list[Cell]], before: str, aft
                 f"{rate[after] or 0:,.0f}",
             ]
         )
-    return _markdown(_columns(before, after), body)
+    return markdown(_columns(before, after), body)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.machine import describe
-from bench.mirror import markdown
+from bench.tables import markdown
 
 __all__ = ["Row", "main", "run_import", "write_files"]
 

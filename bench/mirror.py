@@ -40,6 +40,7 @@ import anyio
 
 from bench.core import TABLES, Layout
 from bench.machine import describe, run_footer
+from bench.tables import markdown
 from mirror.block import BlockNotFoundError, MemoryBlockStore, ObjectInfo
 from mirror.core import Catalog, ChunkingParams, Entry, open_memory
 from mirror.core.committed import METADATA_PREFIX
@@ -231,28 +232,6 @@ def run(fn: Callable[[], object]) -> tuple[object, float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     result = fn()
     return result, time.perf_counter() - wall, time.process_time() - cpu
-
-
-def markdown(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Return a Markdown table, the first column left-aligned and the others right-aligned."""
-    table = [list(columns), *(list(r) for r in rows)]
-    widths = [max(len(row[c]) for row in table) for c in range(len(columns))]
-    lines = []
-    for k, row in enumerate(table):
-        cells = [
-            cell.ljust(w) if c == 0 or k == 0 else cell.rjust(w)
-            for c, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-        if k == 0:
-            lines.append(
-                "|"
-                + "|".join(
-                    "-" * (w + 2) if c == 0 else "-" * (w + 1) + ":" for c, w in enumerate(widths)
-                )
-                + "|"
-            )
-    return "\n".join(lines)
 
 
 def _ops(counts: Counter[str]) -> list[str]:

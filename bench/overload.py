@@ -126,7 +126,7 @@ def _probe(address: tuple[str, int]) -> tuple[float | None, str]:
 
 def watch(pid: int, address: tuple[str, int], stop: threading.Event, into: Watch) -> None:
     """Sample the server's RSS and CPU and probe its health until ``stop`` is set."""
-    from bench.api import tree_cpu
+    from bench.proc_cpu import tree_cpu
 
     # enough threads that every probe starts on time, however long the others take
     threads = int(HEALTH_TIMEOUT / HEALTH_INTERVAL) + 2
@@ -260,9 +260,9 @@ def phase_table(phases: Sequence[Phase]) -> str:
         ]
         for p in phases
     ]
-    from bench.api import _markdown
+    from bench.tables import markdown
 
-    return _markdown(PHASE_COLUMNS, rows)
+    return markdown(PHASE_COLUMNS, rows)
 
 
 def health_table(watches: Sequence[tuple[str, Watch]]) -> str:
@@ -278,9 +278,9 @@ def health_table(watches: Sequence[tuple[str, Watch]]) -> str:
         rows.append(
             [name, f"{len(answered)}/{probes}", _ms(p50), _ms(p99), _ms(top), missed or "-"]
         )
-    from bench.api import _markdown
+    from bench.tables import markdown
 
-    return _markdown(HEALTH_COLUMNS, rows)
+    return markdown(HEALTH_COLUMNS, rows)
 
 
 def verdict(peak: Phase, flood: Phase) -> list[str]:
@@ -311,7 +311,9 @@ def _positive(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its tables."""
-    from bench.api import _markdown, lakemirror_server, machine
+    from bench.api import machine
+    from bench.processes import lakemirror_server
+    from bench.tables import markdown
     from mirror.cli.serving import EVENT_LOOP_ENV
     from mirror.config import ServerSettings
 
@@ -424,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     flood_rss = max(flood_seen.rss, default=0)
     print(
-        _markdown(
+        markdown(
             RSS_COLUMNS,
             [
                 ["before the flood", _mib(before)],

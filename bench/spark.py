@@ -36,7 +36,7 @@ import anyio
 
 from bench.core import Layout
 from bench.machine import describe, run_footer
-from bench.mirror import markdown
+from bench.tables import markdown
 from mirror.block.local import LocalBlockStore
 from mirror.core import Entry, open_embedded
 from mirror.core.committed import METADATA_PREFIX

@@ -49,8 +49,10 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its tables."""
-    from bench.api import _markdown, lakemirror_server, machine
+    from bench.api import machine
     from bench.overload import _populate, _watched, phase_table
+    from bench.processes import lakemirror_server
+    from bench.tables import markdown
 
     parser = argparse.ArgumentParser(
         prog="python -m bench.throughput",
@@ -121,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
         )
     columns = ("operation", "req/s (median)", "per server CPU s (median)", "target req/s")
-    print(_markdown(columns, rows))
+    print(markdown(columns, rows))
     print()
     print(run_footer(started, load))
     return 0

@@ -46,10 +46,12 @@ from urllib.parse import urlencode
 
 import httpx
 
-from bench.api import LOG_LEVELS, lakemirror_server, machine, process_cpu
+from bench.api import LOG_LEVELS, machine
 from bench.machine import run_footer
-from bench.mirror import markdown
 from bench.page_weight import PageWeight, page_weight
+from bench.proc_cpu import process_cpu
+from bench.processes import lakemirror_server
+from bench.tables import markdown
 from bench.ui_data import (
     HISTORY,
     Built,

@@ -30,7 +30,7 @@ from pathlib import Path
 import anyio
 
 from bench.machine import describe
-from bench.mirror import markdown
+from bench.tables import markdown
 from mirror.block import MemoryBlockStore
 from mirror.core import Catalog, ChunkingParams, Entry, open_memory
 from mirror.kv import SqliteKV

@@ -23,13 +23,13 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bench.mirror import markdown
 from bench.soak.faults import Fault
 from bench.soak.final import Verdict
 from bench.soak.growth import Growth, growth
 from bench.soak.load import ReadProblem
 from bench.soak.meter import Request, percentile
 from bench.soak.samples import KVCount, ProcessSample
+from bench.tables import markdown
 from tests.e2e.regions import Violation
 
 __all__ = ["Run", "S3Count", "Target", "process_growth", "render", "targets"]
