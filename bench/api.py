@@ -51,12 +51,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import random
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +64,25 @@ from typing import Any
 import httpx
 from fastapi import FastAPI, Request
 
+from bench.api_requests import (
+    API,
+    OBJECTS,
+    REPO,
+    BareGet,
+    BareGetAsync,
+    BarePost,
+    Commit,
+    CreateBranch,
+    GetBranch,
+    ListPage,
+    Operation,
+    Read,
+    Stat,
+    Upload,
+    check,
+    list_path,
+    payload,
+)
 from bench.machine import describe, run_footer
 from bench.proc_cpu import tree_cpu
 from bench.processes import bare_server, lakemirror_server
@@ -74,10 +92,6 @@ from mirror.cli.serving import UVICORN_OPTIONS, uvicorn_options
 
 __all__ = ["COLUMNS", "commit_only", "main"]
 
-API = "/api/v1"
-REPO = "bench"
-OBJECTS = 1000
-BODY_SIZE = 1024
 REQUEST_TIMEOUT = 120.0
 OBJECT_TARGET_MS = 25.0
 BRANCH_TARGET_MS = 30.0
@@ -99,191 +113,6 @@ COLUMNS = (
     "p50 ratio",
     "lakeFS p90 target",
 )
-
-
-def _body(tag: str) -> bytes:
-    return f"{tag}\n".encode().ljust(BODY_SIZE, b".")[:BODY_SIZE]
-
-
-def _list_path(i: int) -> str:
-    return f"list/part-{i:04d}.bin"
-
-
-def _check(response: httpx.Response, *expected: int) -> httpx.Response:
-    if response.status_code not in expected:
-        raise RuntimeError(
-            f"{response.request.method} {response.request.url.path} answered "
-            f"{response.status_code}: {response.text[:300]}"
-        )
-    return response
-
-
-def _timed(send: Callable[[], httpx.Response], *expected: int) -> float:
-    start = time.perf_counter()
-    response = send()
-    elapsed = time.perf_counter() - start
-    _check(response, *expected)
-    return elapsed
-
-
-class Operation:
-    """One kind of request: how to prepare for a cell and how to send one timed request."""
-
-    name = ""
-    kind = "object"
-    bare = "GET"
-
-    def prepare(self, clients: Sequence[httpx.Client], concurrency: int) -> None:
-        """Set up what the cell's requests need (not timed)."""
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        """Send request ``i`` from thread ``worker``; return its latency in seconds."""
-        raise NotImplementedError
-
-
-class BareGet(Operation):
-    name = "bare GET (small JSON)"
-    kind = "bare"
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        return _timed(lambda: client.get("/small"), 200)
-
-
-class BareGetAsync(Operation):
-    name = "bare GET, async endpoint"
-    kind = "bare"
-    bare = "GET async"
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        return _timed(lambda: client.get("/small-async"), 200)
-
-
-class BarePost(Operation):
-    name = "bare POST (1 KiB body)"
-    kind = "bare"
-    bare = "POST"
-
-    def __init__(self) -> None:
-        self.data = _body("bare")
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        return _timed(lambda: client.post("/upload", content=self.data), 201)
-
-
-class Stat(Operation):
-    name = "stat object"
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        params = {"path": _list_path(self.rng.randrange(OBJECTS))}
-        url = f"{API}/repositories/{REPO}/refs/main/objects/stat"
-        return _timed(lambda: client.get(url, params=params), 200)
-
-
-class Read(Operation):
-    name = "read 1 KiB"
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        params = {"path": _list_path(self.rng.randrange(OBJECTS))}
-        url = f"{API}/repositories/{REPO}/refs/main/objects"
-        start = time.perf_counter()
-        response = client.get(url, params=params)
-        elapsed = time.perf_counter() - start
-        if len(_check(response, 200).content) != BODY_SIZE:
-            raise RuntimeError(f"read {params['path']}: {len(response.content)} bytes")
-        return elapsed
-
-
-class Upload(Operation):
-    name = "upload 1 KiB"
-    bare = "POST"
-
-    def __init__(self) -> None:
-        self.counter = itertools.count()
-        self.url = f"{API}/repositories/{REPO}/branches/uploads/objects"
-
-    def prepare(self, clients: Sequence[httpx.Client], concurrency: int) -> None:
-        _create_branch(clients[0], "uploads", exist_ok=True)
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        n = next(self.counter)
-        params = {"path": f"upload/{n:07d}.bin"}
-        data = _body(params["path"])
-        return _timed(lambda: client.post(self.url, params=params, content=data), 201)
-
-
-class ListPage(Operation):
-    name = f"list {OBJECTS:,} objects"
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        params = {"prefix": "list/", "amount": str(OBJECTS)}
-        url = f"{API}/repositories/{REPO}/refs/main/objects/ls"
-        start = time.perf_counter()
-        response = client.get(url, params=params)
-        elapsed = time.perf_counter() - start
-        results = _check(response, 200).json()["pagination"]["results"]
-        if results != OBJECTS:
-            raise RuntimeError(f"list answered {results} objects, expected {OBJECTS}")
-        return elapsed
-
-
-class GetBranch(Operation):
-    name = "get branch"
-    kind = "branch"
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        return _timed(lambda: client.get(f"{API}/repositories/{REPO}/branches/main"), 200)
-
-
-class CreateBranch(Operation):
-    name = "create branch"
-    kind = "branch"
-    bare = "POST"
-
-    def __init__(self) -> None:
-        self.counter = itertools.count()
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        body = {"name": f"b-{next(self.counter):07d}", "source": "main"}
-        url = f"{API}/repositories/{REPO}/branches"
-        return _timed(lambda: client.post(url, json=body), 201)
-
-
-class Commit(Operation):
-    name = "commit 1 change"
-    kind = "branch"
-    bare = "POST"
-
-    def __init__(self) -> None:
-        self.cells = itertools.count()
-        self.branches: list[str] = []
-        self.counter = itertools.count()
-
-    def prepare(self, clients: Sequence[httpx.Client], concurrency: int) -> None:
-        cell = next(self.cells)
-        self.branches = [f"commit-{cell}-{w:02d}" for w in range(concurrency)]
-        for branch in self.branches:
-            _create_branch(clients[0], branch)
-
-    def call(self, client: httpx.Client, worker: int, i: int) -> float:
-        branch = self.branches[worker]
-        path = f"commit/{next(self.counter):07d}.bin"
-        upload = f"{API}/repositories/{REPO}/branches/{branch}/objects"
-        _check(client.post(upload, params={"path": path}, content=_body(path)), 201)
-        url = f"{API}/repositories/{REPO}/branches/{branch}/commits"
-        body = {"message": f"bench {path}"}
-        return _timed(lambda: client.post(url, json=body), 201)
-
-
-def _create_branch(client: httpx.Client, name: str, *, exist_ok: bool = False) -> None:
-    url = f"{API}/repositories/{REPO}/branches"
-    response = client.post(url, json={"name": name, "source": "main"})
-    _check(response, 201, 409) if exist_ok else _check(response, 201)
 
 
 @dataclass
@@ -420,7 +249,7 @@ def _clients(
 def _populate(clients: Sequence[httpx.Client]) -> None:
     """Create the repository with 1,000 committed 1 KiB objects under ``list/``."""
     body = {"name": REPO, "storage_namespace": f"local://{REPO}", "default_branch": "main"}
-    _check(clients[0].post(f"{API}/repositories", json=body), 201)
+    check(clients[0].post(f"{API}/repositories", json=body), 201)
     url = f"{API}/repositories/{REPO}/branches/main/objects"
     paths = iter(range(OBJECTS))
     lock = threading.Lock()
@@ -432,9 +261,9 @@ def _populate(clients: Sequence[httpx.Client]) -> None:
                 i = next(paths, None)
             if i is None:
                 return
-            path = _list_path(i)
+            path = list_path(i)
             try:
-                _check(client.post(url, params={"path": path}, content=_body(path)), 201)
+                check(client.post(url, params={"path": path}, content=payload(path)), 201)
             except Exception as exc:
                 errors.append(exc)
 
@@ -446,7 +275,7 @@ def _populate(clients: Sequence[httpx.Client]) -> None:
     if errors:
         raise SystemExit(f"populating the repository: {errors[0]}")
     commit = f"{API}/repositories/{REPO}/branches/main/commits"
-    _check(clients[0].post(commit, json={"message": f"{OBJECTS} objects"}), 201)
+    check(clients[0].post(commit, json={"message": f"{OBJECTS} objects"}), 201)
 
 
 def machine() -> str:
@@ -557,7 +386,7 @@ def _spread(clients: Sequence[httpx.Client]) -> list[int]:
     """Return how many of the clients' keep-alive connections each worker holds, most first."""
     counts: dict[str, int] = {}
     for client in clients:
-        worker = _check(client.get("/healthz"), 200).headers.get(WORKER_HEADER, "only")
+        worker = check(client.get("/healthz"), 200).headers.get(WORKER_HEADER, "only")
         counts[worker] = counts.get(worker, 0) + 1
     return sorted(counts.values(), reverse=True)
 

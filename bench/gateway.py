@@ -3,7 +3,7 @@
 Run ``python -m bench.gateway`` (options: ``--small``, ``--large``, ``--lists``, ``--stream-mib``,
 ``--part-mib``, ``--log-level``). It starts ``lakemirror server`` on the embedded default (SQLite
 KV + local disk) in a temporary data directory, on a free port of 127.0.0.1, with a bootstrap
-administrator whose key both clients use (:func:`bench.api.lakemirror_server`; no
+administrator whose key both clients use (:func:`bench.processes.lakemirror_server`; no
 ``LAKEMIRROR_*`` variable of the caller's environment reaches it).
 
 Table 1 sends, one request at a time, the same operations through the gateway (boto3: SigV4,

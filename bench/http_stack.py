@@ -38,10 +38,10 @@ from pathlib import Path
 
 import httpx
 
-from bench.api import (
+from bench.api import Cell, _clients, _populate, machine, run_cell
+from bench.api_requests import (
     BareGet,
     BarePost,
-    Cell,
     Commit,
     GetBranch,
     ListPage,
@@ -49,10 +49,6 @@ from bench.api import (
     Read,
     Stat,
     Upload,
-    _clients,
-    _populate,
-    machine,
-    run_cell,
 )
 from bench.machine import run_footer
 from bench.processes import ROOT, bare_server, lakemirror_server

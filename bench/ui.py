@@ -5,7 +5,7 @@ Run ``python -m bench.ui`` (options: ``--objects 1000,1000000``, ``--commits 500
 (:mod:`bench.ui_data`), an ``objects-<n>`` repository per ``--objects`` count (``bench.core``'s
 layout: ``tables/<table>/date=YYYY-MM-DD/part-NNNNN.parquet``) and a ``history`` repository
 whose ``main`` has ``--commits`` commits, then starts ``lakemirror server`` on that data
-directory (embedded SQLite + ``local://``, one worker, :func:`bench.api.lakemirror_server`),
+directory (embedded SQLite + ``local://``, one worker, :func:`bench.processes.lakemirror_server`),
 signs in with the administrator's key (``POST /api/v1/auth/login``, whose session cookie every
 page request then carries) and opens a pull request ``feature`` → ``main`` in each
 ``objects-<n>`` repository through the API.
