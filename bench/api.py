@@ -84,8 +84,8 @@ from bench.api_requests import (
     payload,
 )
 from bench.machine import describe, run_footer
-from bench.proc_cpu import tree_cpu
 from bench.processes import bare_server, lakemirror_server
+from bench.procfs import tree_cpu
 from bench.tables import markdown
 from mirror.api.app import WORKER_HEADER
 from mirror.cli.serving import UVICORN_OPTIONS, uvicorn_options

@@ -52,6 +52,7 @@ import yaml
 
 from bench.core import Layout
 from bench.machine import describe
+from bench.procfs import descendants, peak_rss, process_cpu
 from bench.s3_server import data_address, data_size
 from bench.tables import markdown
 from mirror.block import BlockResolver
@@ -250,48 +251,11 @@ def copy_committed(source: S3Process, dest: S3Process) -> int:
     return len(keys)
 
 
-def _status(pid: int) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        out[name] = value.strip()
-    return out
+MiB = 1 << 20
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    # utime and stime are fields 14 and 15 of stat(5); the split starts at field 3
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == pid:
-            found.append(int(entry.name))
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    """Return the processes started by ``pid``, its children's children included."""
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        kids = _children(todo.pop())
-        out += kids
-        todo += kids
-    return out
-
-
-def peak_rss_mb(pid: int) -> float:
-    """Return the peak resident set (``VmHWM``) of ``pid`` in MB."""
-    return int(_status(pid).get("VmHWM", "0 kB").split()[0]) / 1024
+def _cpu(pid: int) -> float:
+    return process_cpu(pid) or 0.0
 
 
 @dataclass
@@ -405,8 +369,8 @@ def sync_once(
             _poll(healthy, 60.0, "the replicant to answer")
             with _api(dest) as api:
                 dest_s3.reset()
-                server_cpu = _cpu_seconds(dest_s3.process.pid)
-                cpu_before = _cpu_seconds(process.pid)
+                server_cpu = _cpu(dest_s3.process.pid)
+                cpu_before = _cpu(process.pid)
                 started = time.perf_counter()
                 body = {
                     "name": name,
@@ -425,12 +389,12 @@ def sync_once(
 
                 commit = _poll(head, deadline, "the mirror's first head")
                 seconds = time.perf_counter() - started
-            replicant_cpu = _cpu_seconds(process.pid) - cpu_before
+            replicant_cpu = _cpu(process.pid) - cpu_before
             # the replicant's CPU rate with the mirror in sync (polling the source and the
             # mirror): the part of a first sync's CPU that grows with its duration, not its work
-            in_sync = _cpu_seconds(process.pid)
+            in_sync = _cpu(process.pid)
             time.sleep(IN_SYNC_WINDOW)  # a measurement window, not a wait for a condition
-            in_sync_rate = (_cpu_seconds(process.pid) - in_sync) / IN_SYNC_WINDOW
+            in_sync_rate = (_cpu(process.pid) - in_sync) / IN_SYNC_WINDOW
             children = descendants(process.pid)
             return SyncRun(
                 spark=spark,
@@ -438,10 +402,10 @@ def sync_once(
                 s3=dest_s3.requests(),
                 validation_requests=_metrics(http),
                 replicant_cpu_s=replicant_cpu,
-                replicant_rss_mb=peak_rss_mb(process.pid),
-                children_cpu_s=sum(_cpu_seconds(p) for p in children),
-                children_rss_mb=max((peak_rss_mb(p) for p in children), default=0.0),
-                s3_server_cpu_s=_cpu_seconds(dest_s3.process.pid) - server_cpu,
+                replicant_rss_mb=peak_rss(process.pid) / MiB,
+                children_cpu_s=sum(_cpu(p) for p in children),
+                children_rss_mb=max((peak_rss(p) / MiB for p in children), default=0.0),
+                s3_server_cpu_s=_cpu(dest_s3.process.pid) - server_cpu,
                 head=commit,
                 in_sync_cpu_per_s=in_sync_rate,
             )

@@ -48,8 +48,8 @@ from botocore.config import Config
 
 from bench.api import LOG_LEVELS
 from bench.machine import describe, run_footer
-from bench.proc_cpu import tree_cpu
 from bench.processes import lakemirror_server
+from bench.procfs import tree_cpu
 from bench.tables import markdown
 
 __all__ = ["main"]

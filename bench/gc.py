@@ -40,6 +40,7 @@ import httpx
 
 from bench.core import Layout
 from bench.machine import describe
+from bench.procfs import children, peak_rss
 from bench.tables import markdown
 from mirror.core import Entry, open_embedded
 
@@ -155,31 +156,6 @@ def _free_port() -> int:
         return port
 
 
-def _vm_hwm(pid: int) -> int:
-    """Return the peak resident set of process ``pid`` in bytes (0 if gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
 def _measure(args: argparse.Namespace) -> int:
     """Run the dry run and the sweep in this (fresh) process; print one JSON line of figures."""
     import resource
@@ -201,15 +177,15 @@ def _measure(args: argparse.Namespace) -> int:
             sweep = run_gc(
                 spark, REPO, client=client, sweep=True, mark_id=mark.run_id, local_root=args.data
             )
-        workers = [_vm_hwm(p) for p in _children(jvm_pid)]
-        workers += [_vm_hwm(c) for p in _children(jvm_pid) for c in _children(p)]
+        workers = [peak_rss(p) for p in children(jvm_pid)]
+        workers += [peak_rss(c) for p in children(jvm_pid) for c in children(p)]
         figures = {
             "session_s": session_s,
             "cores": sc.defaultParallelism,
             "mark": mark.summary(),
             "sweep_s": sweep.seconds,
             "deleted": sweep.deleted,
-            "jvm_peak": _vm_hwm(jvm_pid),
+            "jvm_peak": peak_rss(jvm_pid),
             "python_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "worker_peak": max(workers, default=0),
         }

@@ -54,6 +54,7 @@ from bench.flood import (
     run_phase,
 )
 from bench.machine import run_footer
+from bench.procfs import tree_cpu, tree_rss
 
 # the clients' process imports this module again (multiprocessing's spawn): what only the bench
 # process needs (the server's stack, an HTTP library) is imported where it is used
@@ -69,29 +70,6 @@ DEFAULT_SETTLE = 3.0
 
 
 # what the bench process watches meanwhile
-
-
-def tree_rss(pid: int) -> int:
-    """Return the resident bytes of process ``pid`` and its descendants (its workers)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = Path(f"/proc/{entry.name}/stat").read_text().rpartition(")")[2].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total, pending = 0, [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            for line in Path(f"/proc/{current}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        pending += children.get(current, ())
-    return total
 
 
 @dataclass
@@ -126,8 +104,6 @@ def _probe(address: tuple[str, int]) -> tuple[float | None, str]:
 
 def watch(pid: int, address: tuple[str, int], stop: threading.Event, into: Watch) -> None:
     """Sample the server's RSS and CPU and probe its health until ``stop`` is set."""
-    from bench.proc_cpu import tree_cpu
-
     # enough threads that every probe starts on time, however long the others take
     threads = int(HEALTH_TIMEOUT / HEALTH_INTERVAL) + 2
     with ThreadPoolExecutor(max_workers=threads) as pool:

@@ -49,8 +49,8 @@ import httpx
 from bench.api import LOG_LEVELS, machine
 from bench.machine import run_footer
 from bench.page_weight import PageWeight, page_weight
-from bench.proc_cpu import process_cpu
 from bench.processes import lakemirror_server
+from bench.procfs import process_cpu
 from bench.tables import markdown
 from bench.ui_data import (
     HISTORY,

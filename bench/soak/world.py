@@ -37,6 +37,7 @@ import lakefs
 import yaml
 
 from bench.first_sync import S3Process, s3_process
+from bench.procfs import children
 from tests.e2e.regions import Region, Replicant, TwoRegions, aws_backend, two_regions, wait_for
 from tests.integration import harness
 from tests.integration.dynalite import Dynalite, running_dynalite
@@ -128,7 +129,7 @@ class ServerWorkers:
     def worker_pids(self) -> list[int]:
         """Return the workers' process IDs (the supervisor's children running the app)."""
         found = []
-        for pid in _children(self.supervisor_pid()):
+        for pid in children(self.supervisor_pid()):
             try:
                 command = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
@@ -406,20 +407,6 @@ def _handle(make: Callable[[], H]) -> Iterator[H]:
         yield handle
     finally:
         handle.close()
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rpartition(")")[2].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
 
 
 def close_sdk(client: lakefs.Client) -> None:
