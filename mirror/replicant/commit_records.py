@@ -48,7 +48,8 @@ class CommitRecords:
         self.source = source
         self.dest = dest
         self.metrics = metrics
-        self._log = log
+        self.log = log
+        """The mirror worker's logger."""
         self._commits: OrderedDict[str, RemoteCommit] = OrderedDict()
         # commits known to be on the mirror; forgetting one only costs a lookup on the mirror
         self._copied: OrderedDict[str, None] = OrderedDict()
@@ -119,7 +120,7 @@ class CommitRecords:
                 self._remember_copied(commit.id)
                 self.metrics.commits_imported.labels(self.config.name).inc()
             if missing:
-                self._log.info("commits copied", count=len(missing), head=head)
+                self.log.info("commits copied", count=len(missing), head=head)
             return len(missing)
 
     def _remember_copied(self, commit_id: str) -> None:

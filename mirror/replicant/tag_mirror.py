@@ -9,13 +9,9 @@ source's; the mirror's are listed again every :data:`TAG_RECHECK_ROUNDS` rounds 
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any
 
 from mirror.errors import LakeMirrorError, NotFoundError
-from mirror.replicant.client import LakeFSClient
 from mirror.replicant.commit_records import CommitRecords
-from mirror.replicant.metrics import ReplicantMetrics
-from mirror.replicant.state import MirrorConfig
 from mirror.validator import Validator
 
 __all__ = ["TAG_RECHECK_ROUNDS", "TagMirror"]
@@ -28,32 +24,17 @@ class TagMirror:
     """Mirror the tags of one source repository.
 
     Args:
-        config: The mirror.
-        source: The source region's API (read-only use).
-        dest: This region's API, with the replicant's credentials.
+        records: The mirror's commit records (a tag's commit is copied before it is tagged);
+            the mirror, both regions' APIs, the metrics and the log are theirs.
         validator: Checks a tag's commit against the mirror's storage namespace.
-        records: The mirror's commit records (a tag's commit is copied before it is tagged).
-        metrics: Where failures to list the source are counted.
-        log: The mirror worker's logger.
     """
 
-    def __init__(
-        self,
-        config: MirrorConfig,
-        source: LakeFSClient,
-        dest: LakeFSClient,
-        validator: Validator,
-        records: CommitRecords,
-        metrics: ReplicantMetrics,
-        log: Any,
-    ) -> None:
-        self.config = config
-        self.source = source
-        self.dest = dest
-        self.validator = validator
+    def __init__(self, records: CommitRecords, validator: Validator) -> None:
         self.records = records
-        self.metrics = metrics
-        self._log = log
+        self.validator = validator
+        self.config = records.config
+        self.source = records.source
+        self.dest = records.dest
         self._pending: dict[str, str] = {}
         # the source's tags the mirror's were last seen equal to, and the round after which the
         # mirror's tags are listed again even if the source's stay the same
@@ -73,8 +54,8 @@ class TagMirror:
                 return  # the mirror's tags were made these, and only the replicant writes them
             mirror_tags = await self.dest.list_tags(self.config.name)
         except LakeMirrorError as exc:
-            self.metrics.source_errors.labels(self.config.name).inc()
-            self._log.warning("listing tags failed", error=str(exc))
+            self.records.metrics.source_errors.labels(self.config.name).inc()
+            self.records.log.warning("listing tags failed", error=str(exc))
             return
         self._in_sync = None
         done = True
@@ -92,7 +73,7 @@ class TagMirror:
                 commit = await self.records.source_commit(commit_id)
                 report = await self.validator.validate(commit.meta_range_id)
             except LakeMirrorError as exc:
-                self._log.warning("mirroring a tag failed", tag=tag, error=str(exc))
+                self.records.log.warning("mirroring a tag failed", tag=tag, error=str(exc))
                 continue
             if not report.complete:
                 self._pending[tag] = commit_id
@@ -110,6 +91,6 @@ class TagMirror:
         except NotFoundError:
             return True
         except LakeMirrorError as exc:
-            self._log.warning(f"{what} failed", tag=tag, error=str(exc))
+            self.records.log.warning(f"{what} failed", tag=tag, error=str(exc))
             return False
         return True

@@ -123,7 +123,7 @@ class MirrorWorker:
         self._log = get_logger("mirror.replicant").bind(mirror=config.name)
         self.records = CommitRecords(config, source, dest, metrics, self._log)
         """The mirror's commit records: read from the source, copied parents first."""
-        self.tags = TagMirror(config, source, dest, validator, self.records, metrics, self._log)
+        self.tags = TagMirror(self.records, validator)
         """The mirror's tags, made once their commits validate."""
         # a replica taking the mirror over starts from what the last one saw: a forced promotion
         # reports the source heads seen before the source went away, even after a restart
