@@ -55,8 +55,8 @@ class CommitRecords:
         self._copied: OrderedDict[str, None] = OrderedDict()
         self._lock = asyncio.Lock()
 
-    def _keep(self, commit: RemoteCommit) -> RemoteCommit:
-        self._commits[commit.id] = commit
+    def _keep(self, commit_id: str, commit: RemoteCommit) -> RemoteCommit:
+        self._commits[commit_id] = commit
         while len(self._commits) > COMMIT_CACHE:
             self._commits.popitem(last=False)
         return commit
@@ -72,7 +72,8 @@ class CommitRecords:
         found = self._kept(commit_id)
         if found is not None:
             return found
-        return self._keep(await self.source.get_commit(self.config.source_repo, commit_id))
+        commit = await self.source.get_commit(self.config.source_repo, commit_id)
+        return self._keep(commit_id, commit)
 
     async def copied_commit(self, commit_id: str) -> RemoteCommit | None:
         """Return a commit as the mirror has it, or ``None`` if the mirror lacks it."""
@@ -80,7 +81,7 @@ class CommitRecords:
         if found is not None:
             return found
         try:
-            return self._keep(await self.dest.get_commit(self.config.name, commit_id))
+            return self._keep(commit_id, await self.dest.get_commit(self.config.name, commit_id))
         except NotFoundError:
             return None
 
