@@ -111,7 +111,7 @@ def lakemirror_server(
 def bare_server(
     tmp: Path, log_level: str, extra_env: dict[str, str] | None = None, root: Path = ROOT
 ) -> Iterator[tuple[str, int]]:
-    """Run the bare FastAPI app of this module in its own process; yield its URL and PID.
+    """Run ``bench.api``'s bare FastAPI app in its own process; yield its URL and PID.
 
     ``root``: the source tree it runs from, as for :func:`lakemirror_server`.
     """
