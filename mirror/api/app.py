@@ -31,6 +31,7 @@ from mirror.api.routers import (
     metadata,
     mirror_roles,
     mirrors,
+    object_writes,
     objects,
     permissions,
     pmpu,
@@ -208,6 +209,7 @@ def create_app(
     # holds the app to that), so the order changes no answer, only how many routes are tried
     for module in (
         objects,
+        object_writes,
         branches,
         refs,
         config,
@@ -238,5 +240,6 @@ def create_app(
         metrics.name_routes(module.router.routes, API_PREFIX)
     if fast_reads:
         # stat, read, upload, list, commit: plain requests skip FastAPI's dependency resolution
-        install_fast_reads(app, API_PREFIX, {**objects.FAST_READS, **branches.FAST_ROUTES})
+        fast = {**objects.FAST_READS, **object_writes.FAST_ROUTES, **branches.FAST_ROUTES}
+        install_fast_reads(app, API_PREFIX, fast)
     return app

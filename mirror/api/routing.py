@@ -9,10 +9,12 @@ from fastapi import Query
 from fastapi.routing import APIRoute
 
 __all__ = [
+    "BINARY_BODY",
     "AfterQuery",
     "AmountQuery",
     "DelimiterQuery",
     "LakeFSRoute",
+    "ObjectPathQuery",
     "PrefixQuery",
 ]
 
@@ -29,3 +31,9 @@ AfterQuery = Annotated[str, Query(description="return items after this value")]
 AmountQuery = Annotated[int, Query(description="how many items to return (at most 1000)")]
 PrefixQuery = Annotated[str, Query(description="return items prefixed with this value")]
 DelimiterQuery = Annotated[str, Query(description="group paths by this delimiter")]
+ObjectPathQuery = Annotated[str, Query(description="the object's path")]
+
+BINARY_BODY: dict[str, Any] = {
+    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+}
+"""The OpenAPI content of an object's bytes, as a request or a response body."""

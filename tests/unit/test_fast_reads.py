@@ -180,7 +180,7 @@ def test_the_fast_routes_can_be_left_out(
         app = create_app(catalog, auth, fast_reads=on)
         fast = [r for r in app.router.routes if isinstance(r, FastRead)]
         assert [r.path.rsplit("/", 1)[-1] for r in fast] == (
-            ["stat", "objects", "objects", "ls", "commits"] if on else []
+            ["stat", "objects", "ls", "objects", "commits"] if on else []
         )
     monkeypatch.setenv(FAST_READS_ENV, "off")
     assert fast_reads() is False

@@ -1,24 +1,23 @@
-"""Objects: raw upload, download with ranges, HEAD, stat, listing, delete, bulk delete, copy."""
+"""Objects read by ref: download with ranges, HEAD, stat, listing.
+
+The routes whose paths are a ref's (``/repositories/{repository}/refs/{ref}/...``); writes on a
+branch are :mod:`mirror.api.routers.object_writes`'s.
+"""
 
 from __future__ import annotations
 
-import io
 import itertools
 import time
 from dataclasses import dataclass
-from functools import partial
-from tempfile import SpooledTemporaryFile
-from typing import Annotated, Any, BinaryIO, cast
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData, UploadFile
 
 from mirror.api.convert import (
     common_prefix_row,
     json_response,
-    object_model,
     object_row,
     object_rows,
 )
@@ -30,167 +29,35 @@ from mirror.api.deps import (
     inline_repository,
     run_read,
 )
-from mirror.api.errors import read_only_message
 from mirror.api.fast_reads import REQUIRED, FastRoutes, QueryParam, QueryValues
 from mirror.api.listing_rows import listing_body
 from mirror.api.models import (
-    ObjectCopyCreation,
-    ObjectError,
-    ObjectErrorList,
     ObjectStats,
     ObjectStatsList,
-    PathList,
-    UpdateObjectUserMetadata,
 )
 from mirror.api.paging import page_fields, page_size
 from mirror.api.routing import (
+    BINARY_BODY,
     AfterQuery,
     AmountQuery,
     DelimiterQuery,
     LakeFSRoute,
+    ObjectPathQuery,
     PrefixQuery,
 )
 from mirror.auth.permissions import Action, Permission, object_arn, repository_arn
 from mirror.block.errors import InvalidRangeError
 from mirror.block.resolver import is_local_namespace
-from mirror.core.catalog import Catalog
-from mirror.core.errors import (
-    ObjectNotFoundError,
-    ProtectedBranchError,
-    RepositoryReadOnlyError,
-)
-from mirror.core.model import AddressType, Entry, ObjectStat, Repository
-from mirror.core.protection import check_staging_write
-from mirror.core.validate import validate_path
-from mirror.errors import InvalidValueError, PreconditionFailedError
+from mirror.core.model import AddressType, ObjectStat, Repository
 from mirror.httputil.disposition import attachment, path_base
-from mirror.httputil.errors import error_response, message_for
-from mirror.httputil.streams import CHUNK, BlockReader, iter_block, parse_range
+from mirror.httputil.errors import error_response
+from mirror.httputil.streams import CHUNK, iter_block, parse_range
 
 __all__ = ["FAST_READS", "router"]
 
 router = APIRouter(route_class=LakeFSRoute, tags=["objects"])
 
-_BRANCH = "/repositories/{repository}/branches/{branch}"
 _REF = "/repositories/{repository}/refs/{ref}"
-_META = "x-lakefs-meta-"
-_SPOOL_IN_MEMORY = 8 << 20
-_MAX_BULK = 1000
-
-PathQuery = Annotated[str, Query(description="the object's path")]
-_BYTES = {
-    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
-}
-
-
-def _check_writable(
-    catalog: Catalog, repository: str | Repository, branch: str, path: str, exclusive: bool
-) -> None:
-    """Refuse an upload before its body is read (this only reads).
-
-    Refused: a read-only repository, a bad path, no such branch, a protected branch, or
-    (``exclusive``) an existing object. ``repository``: a name, or its record just read
-    (:func:`inline_repository`).
-    """
-    repo = repository if isinstance(repository, Repository) else catalog.get_repository(repository)
-    if repo.read_only:
-        raise RepositoryReadOnlyError(repo.id)
-    validate_path(path)
-    catalog.get_branch(repo, branch)
-    # refuse before the body is read and written to the store
-    check_staging_write(catalog.kv, repo, branch)
-    if exclusive:
-        try:
-            catalog.stat_object(repo, branch, path)
-        except ObjectNotFoundError:
-            return
-        raise PreconditionFailedError(f"object {path!r} already exists on branch {branch!r}")
-
-
-@router.post(
-    _BRANCH + "/objects",
-    status_code=201,
-    response_model=ObjectStats,
-    openapi_extra={"requestBody": {"required": False, **_BYTES}},
-)
-async def upload_object(
-    repository: str,
-    branch: str,
-    request: Request,
-    state: StateDep,
-    caller: CallerDep,
-    path: PathQuery,
-    storage_class: str | None = None,
-    force: bool = False,
-    if_none_match: Annotated[str | None, Header()] = None,
-) -> Response:
-    """Store the request body at ``path`` on the branch (raw bytes or a form's ``content``).
-
-    User metadata comes from ``x-lakefs-meta-<key>`` headers; ``If-None-Match: *`` refuses to
-    overwrite an existing object (412).
-    """
-    return await _upload(state, request, caller, repository, branch, path, if_none_match)
-
-
-async def _upload(
-    state: ApiState,
-    request: Request,
-    caller: Caller,
-    repository: str,
-    branch: str,
-    path: str,
-    if_none_match: str | None,
-) -> Response:
-    """Answer an upload as :func:`upload_object` describes."""
-    permission = Permission(Action.WRITE_OBJECT, object_arn(repository, path))
-    if caller.policies_known:
-        # signing in read the policies: the check is a computation, not worth a thread hop
-        caller.require(permission)
-    else:
-        await run_in_threadpool(caller.require, permission)
-    exclusive = (if_none_match or "").strip() == "*"
-    catalog = state.catalog
-    # reads only: on the event loop when reads of the repository may run there (deps.run_read)
-    await run_read(state, repository, partial(_check_writable, catalog), branch, path, exclusive)
-    content_type = request.headers.get("content-type")
-    metadata = {
-        k[len(_META) :].lower(): v
-        for k, v in request.headers.items()
-        if k.lower().startswith(_META) and len(k) > len(_META)
-    }
-    body: BinaryIO
-    spooled = not (content_type and content_type.lower().startswith("multipart/form-data"))
-    form: FormData | None = None
-    if not spooled:
-        form = await request.form()
-        part = form.get("content")
-        if not isinstance(part, UploadFile):
-            # the form's other files are spooled too: close them
-            await form.close()
-            raise InvalidValueError("multipart upload: missing form field 'content'")
-        body = part.file
-        content_type = part.content_type
-    else:
-        body = cast(BinaryIO, SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY))
-    try:
-        if spooled:
-            async for chunk in request.stream():
-                body.write(chunk)
-            body.seek(0)
-        stat = await run_in_threadpool(
-            catalog.upload_object,
-            repository,
-            branch,
-            path,
-            body,
-            content_type=content_type or None,
-            metadata=metadata,
-        )
-    finally:
-        body.close()
-        if form is not None:
-            await form.close()
-    return json_response(object_row(stat), 201)
 
 
 def _headers(stat: ObjectStat) -> dict[str, str]:
@@ -222,7 +89,7 @@ def head_object(
     ref: str,
     state: StateDep,
     caller: CallerDep,
-    path: PathQuery,
+    path: ObjectPathQuery,
     range_: Annotated[str | None, Header(alias="Range")] = None,
 ) -> Response:
     """Answer whether an object exists, with its size and type, and no body."""
@@ -245,8 +112,8 @@ def head_object(
     _REF + "/objects",
     response_class=Response,
     responses={
-        200: {"description": "the object's bytes", **_BYTES},
-        206: {"description": "a range of the object's bytes", **_BYTES},
+        200: {"description": "the object's bytes", **BINARY_BODY},
+        206: {"description": "a range of the object's bytes", **BINARY_BODY},
         416: {"description": "range not satisfiable"},
     },
 )
@@ -255,7 +122,7 @@ async def get_object(
     ref: str,
     state: StateDep,
     caller: CallerDep,
-    path: PathQuery,
+    path: ObjectPathQuery,
     presign: bool | None = None,
     range_: Annotated[str | None, Header(alias="Range")] = None,
     if_none_match: Annotated[str | None, Header()] = None,
@@ -345,7 +212,7 @@ async def stat_object(
     ref: str,
     state: StateDep,
     caller: CallerDep,
-    path: PathQuery,
+    path: ObjectPathQuery,
     user_metadata: bool = True,
     presign: bool | None = None,
 ) -> Response:
@@ -439,106 +306,7 @@ def _row_path(row: dict[str, Any]) -> str:
     return path
 
 
-@router.delete(_BRANCH + "/objects", status_code=204, response_class=Response)
-def delete_object(
-    repository: str,
-    branch: str,
-    state: StateDep,
-    caller: CallerDep,
-    path: PathQuery,
-    force: bool = False,
-    no_tombstone: bool = False,
-) -> Response:
-    """Stage the deletion of an object."""
-    caller.require(Permission(Action.DELETE_OBJECT, object_arn(repository, path)))
-    state.catalog.delete_object(repository, branch, path)
-    return Response(status_code=204)
-
-
-@router.post(_BRANCH + "/objects/delete", response_model=ObjectErrorList)
-def delete_objects(
-    repository: str,
-    branch: str,
-    body: PathList,
-    state: StateDep,
-    caller: CallerDep,
-    force: bool = False,
-    no_tombstone: bool = False,
-) -> ObjectErrorList:
-    """Stage the deletion of up to 1000 paths; paths that do not exist are ignored.
-
-    As in lakeFS, a protected branch or a read-only repository answers 200 with a 403 error
-    for each path.
-    """
-    if len(body.paths) > _MAX_BULK:
-        raise InvalidValueError(f"delete: {len(body.paths)} paths, at most {_MAX_BULK} allowed")
-    caller.require(
-        *(Permission(Action.DELETE_OBJECT, object_arn(repository, p)) for p in body.paths)
-    )
-    try:
-        state.catalog.delete_objects(repository, branch, body.paths)
-    except ObjectNotFoundError:
-        if len(body.paths) != 1:
-            raise
-    except (ProtectedBranchError, RepositoryReadOnlyError) as exc:
-        message = message_for(exc)
-        if isinstance(exc, RepositoryReadOnlyError):
-            message = read_only_message(state.catalog.get_repository(repository))
-        return ObjectErrorList(
-            errors=[ObjectError(path=p, status_code=403, message=message) for p in body.paths]
-        )
-    return ObjectErrorList(errors=[])
-
-
-@router.put(_BRANCH + "/objects/stat/user_metadata", status_code=204, response_class=Response)
-def update_object_user_metadata(
-    repository: str,
-    branch: str,
-    body: UpdateObjectUserMetadata,
-    state: StateDep,
-    caller: CallerDep,
-    path: PathQuery,
-) -> Response:
-    """Replace an existing object's user metadata, as a staged change (204, as lakeFS)."""
-    caller.require(Permission(Action.WRITE_OBJECT, object_arn(repository, path)))
-    state.catalog.update_user_metadata(repository, branch, path, body.set)
-    return Response(status_code=204)
-
-
-@router.post(_BRANCH + "/objects/copy", status_code=201, response_model=ObjectStats)
-def copy_object(
-    repository: str,
-    branch: str,
-    body: ObjectCopyCreation,
-    state: StateDep,
-    caller: CallerDep,
-    dest_path: Annotated[str, Query(description="the destination path")],
-) -> ObjectStats:
-    """Copy an object (from any ref of the repository) to ``dest_path`` on the branch."""
-    caller.require(
-        Permission(Action.READ_OBJECT, object_arn(repository, body.src_path)),
-        Permission(Action.WRITE_OBJECT, object_arn(repository, dest_path)),
-    )
-    catalog = state.catalog
-    _check_writable(catalog, repository, branch, dest_path, exclusive=False)
-    repo = catalog.get_repository(repository)
-    src = catalog.stat_object(repository, body.src_ref or branch, body.src_path)
-    store, key = catalog.open_entry(repo, src.entry)
-    address = catalog.paths.new_path()
-    reader = io.BufferedReader(BlockReader(store, key, src.entry.size), CHUNK)
-    info = catalog.block_store(repo).put(address, reader)
-    entry = Entry(
-        address=address,
-        size=info.size,
-        checksum=info.etag,
-        mtime=int(time.time()),
-        content_type=src.entry.content_type,
-        metadata=dict(src.entry.metadata),
-    )
-    return object_model(catalog.stage_object(repository, branch, dest_path, entry))
-
-
-# The plain requests of the hottest object requests (stat, read, upload, list), taken before
+# The plain requests of the hottest object reads (stat, read, list), taken before
 # FastAPI's dependency resolution (mirror.api.fast_reads): each answers through the same
 # function as its route.
 _PATH = QueryParam("path", str, REQUIRED)
@@ -568,15 +336,6 @@ async def _fast_read(
     return await _read_object(state, caller, read)
 
 
-async def _fast_upload(
-    state: ApiState, request: Request, caller: Caller, at: dict[str, str], query: QueryValues
-) -> Response:
-    if_none_match = request.headers.get("if-none-match")
-    return await _upload(
-        state, request, caller, at["repository"], at["branch"], query["path"], if_none_match
-    )
-
-
 async def _fast_list(
     state: ApiState, request: Request, caller: Caller, at: dict[str, str], query: QueryValues
 ) -> Response:
@@ -590,11 +349,6 @@ async def _fast_list(
 FAST_READS: FastRoutes = {
     stat_object: ((_PATH, _USER_METADATA, _PRESIGN), _fast_stat, None),
     get_object: ((_PATH, _PRESIGN), _fast_read, None),
-    upload_object: (
-        (_PATH, QueryParam("storage_class", str, None), QueryParam("force", bool, False)),
-        _fast_upload,
-        None,
-    ),
     list_objects: (
         (
             QueryParam("after", str, ""),
