@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,10 +53,11 @@ import yaml
 from bench.core import Layout
 from bench.machine import describe
 from bench.procfs import descendants, peak_rss, process_cpu
+from bench.s3_process import S3Process, poll, s3_process
 from bench.s3_server import data_address, data_size
 from bench.tables import markdown
 from mirror.block import BlockResolver
-from mirror.block.s3 import S3Settings, make_s3_client, s3_store_factory
+from mirror.block.s3 import make_s3_client, s3_store_factory
 from mirror.core import Catalog, Entry
 from mirror.core.committed import METADATA_PREFIX
 from mirror.kv import SqliteKV
@@ -68,114 +69,16 @@ DEFAULT_OBJECTS = 1_000_000
 QUICK_OBJECTS = 100_000
 IN_SYNC_WINDOW = 10.0
 """Seconds over which the replicant's CPU rate is read once the mirror is in sync."""
-ACCESS_KEY = "AKIABENCHS3000000000"
-SECRET_KEY = "bench-s3-secret"
 SOURCE_BUCKET = "source-region"
 DEST_BUCKET = "mirror-region"
 PREFIX = "lake"
 REPO = "lake"
 MTIME = 1_700_000_000
 MIRRORS = "/service/replication/v1/repositories/{repo}/mirrors"
-REGION = "us-east-1"
 
 
 def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def _poll(condition: Any, timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)  # polling interval of a deadline-bounded wait
-
-
-@dataclass
-class S3Process:
-    """A running :mod:`bench.s3_server`."""
-
-    url: str
-    process: subprocess.Popen[bytes]
-    http: httpx.Client
-
-    def settings(self) -> S3Settings:
-        """Return S3 settings reaching this server with path-style addressing."""
-        return S3Settings(
-            endpoint_url=self.url,
-            region=REGION,
-            access_key_id=ACCESS_KEY,
-            secret_access_key=SECRET_KEY,
-            addressing_style="path",
-            max_attempts=3,
-        )
-
-    def env(self) -> dict[str, str]:
-        """Return the ``LAKEMIRROR_*`` variables putting a process's S3 namespaces here."""
-        return {
-            "LAKEMIRROR_BLOCKSTORE__S3__ENDPOINT_URL": self.url,
-            "LAKEMIRROR_BLOCKSTORE__S3__REGION": REGION,
-            "LAKEMIRROR_BLOCKSTORE__S3__ACCESS_KEY_ID": ACCESS_KEY,
-            "LAKEMIRROR_BLOCKSTORE__S3__SECRET_ACCESS_KEY": SECRET_KEY,
-            "LAKEMIRROR_BLOCKSTORE__S3__ADDRESSING_STYLE": "path",
-            "LAKEMIRROR_BLOCKSTORE__S3__MAX_ATTEMPTS": "3",
-        }
-
-    def requests(self) -> dict[str, dict[str, float]]:
-        """Return ``{op: {"count", "seconds"}}`` counted since the last reset."""
-        ops: dict[str, dict[str, float]] = self.http.get("/_bench/requests").json()["ops"]
-        return ops
-
-    def reset(self) -> None:
-        """Zero the request counts."""
-        self.http.post("/_bench/reset").raise_for_status()
-
-    def indexed(self, on: bool) -> None:
-        """Cut listing pages from the sorted key index (``True``) or with moto's own listing."""
-        self.http.post("/_bench/listing", params={"indexed": "1" if on else "0"}).raise_for_status()
-
-
-@contextmanager
-def s3_process(
-    log: Path,
-    buckets: Sequence[str],
-    fills: Sequence[str] = (),
-    *,
-    indexed: bool = True,
-    keep_alive: bool = False,
-) -> Iterator[S3Process]:
-    """Run :mod:`bench.s3_server` filled as ``fills`` say until the block ends."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "bench.s3_server", "127.0.0.1", str(port)]
-    command += [a for b in buckets for a in ("--bucket", b)]
-    command += [a for f in fills for a in ("--fill", f)]
-    if indexed:
-        command.append("--indexed-listing")
-    if keep_alive:
-        command.append("--keep-alive")
-    root = Path(__file__).resolve().parents[1]
-    with open(log, "ab") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=root)
-    http = httpx.Client(base_url=url, timeout=600.0)
-
-    def answers() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"S3 server exited with {process.returncode}: {log.read_text()}")
-        try:
-            return http.get("/_bench/requests", timeout=1.0).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        _poll(answers, 1800.0, "the S3 server to fill its buckets and answer")
-        yield S3Process(url, process, http)
-    finally:
-        http.close()
-        stop_process(process)
 
 
 @dataclass(frozen=True)
@@ -366,7 +269,7 @@ def sync_once(
                 except httpx.TransportError:
                     return False
 
-            _poll(healthy, 60.0, "the replicant to answer")
+            poll(healthy, 60.0, "the replicant to answer")
             with _api(dest) as api:
                 dest_s3.reset()
                 server_cpu = _cpu(dest_s3.process.pid)
@@ -387,7 +290,7 @@ def sync_once(
                         return str(got.json()["commit_id"])
                     return None
 
-                commit = _poll(head, deadline, "the mirror's first head")
+                commit = poll(head, deadline, "the mirror's first head")
                 seconds = time.perf_counter() - started
             replicant_cpu = _cpu(process.pid) - cpu_before
             # the replicant's CPU rate with the mirror in sync (polling the source and the

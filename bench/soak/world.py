@@ -36,8 +36,8 @@ import httpx
 import lakefs
 import yaml
 
-from bench.first_sync import S3Process, s3_process
 from bench.procfs import children
+from bench.s3_process import S3Process, s3_process
 from tests.e2e.regions import Region, Replicant, TwoRegions, aws_backend, two_regions, wait_for
 from tests.integration import harness
 from tests.integration.dynalite import Dynalite, running_dynalite

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.first_sync import report, run_bench, s3_process
+from bench.first_sync import report, run_bench
+from bench.s3_process import s3_process
 from bench.s3_server import operation
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
