@@ -7,7 +7,14 @@ answers its status. Asynchronous commit and merge are built on it.
 
 from mirror.tasks.errors import TaskChangedError, TaskNotFoundError, TasksStoppedError
 from mirror.tasks.model import OWNER_GONE_STATUS, Task, TaskState, new_task_id
-from mirror.tasks.runner import DescribeError, ErrorDetails, RunnerSettings, TaskRunner, Work
+from mirror.tasks.runner import (
+    DescribeError,
+    ErrorDetails,
+    RunnerSettings,
+    TaskRunner,
+    Work,
+    tasks_still_running,
+)
 from mirror.tasks.store import MISSED_HEARTBEATS, Heartbeat, TaskStore
 
 __all__ = [
@@ -26,4 +33,5 @@ __all__ = [
     "TasksStoppedError",
     "Work",
     "new_task_id",
+    "tasks_still_running",
 ]

@@ -27,7 +27,27 @@ from mirror.tasks.errors import TaskChangedError, TasksStoppedError
 from mirror.tasks.model import Task, TaskState, new_task_id
 from mirror.tasks.store import TaskStore
 
-__all__ = ["DescribeError", "ErrorDetails", "RunnerSettings", "TaskRunner", "Work"]
+__all__ = [
+    "DescribeError",
+    "ErrorDetails",
+    "RunnerSettings",
+    "TaskRunner",
+    "Work",
+    "tasks_still_running",
+]
+
+_TASK_THREAD = "lakemirror-task-"
+
+
+def tasks_still_running() -> bool:
+    """Return whether a task's thread still runs in this process (one given up at shutdown).
+
+    The interpreter's finalization tears modules down under threads that still run, and a
+    thread in the middle of a commit (Parquet, SQLite) can then crash the process: a stopping
+    process that gave a task up exits without it (:func:`os._exit`).
+    """
+    return any(t.name.startswith(_TASK_THREAD) and t.is_alive() for t in threading.enumerate())
+
 
 Work = Callable[[], Mapping[str, Any]]
 """A task's work: returns its result (JSON), or raises."""
@@ -211,7 +231,7 @@ class TaskRunner:
         thread = threading.Thread(
             target=self._run,
             args=(task, raw, work, describe, details),
-            name=f"lakemirror-task-{task.id}",
+            name=f"{_TASK_THREAD}{task.id}",
             daemon=True,
         )
         thread.start()

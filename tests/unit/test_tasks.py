@@ -27,6 +27,7 @@ from mirror.tasks import (
     TaskState,
     TaskStore,
     new_task_id,
+    tasks_still_running,
 )
 
 
@@ -350,6 +351,20 @@ def test_a_task_that_fails_after_stop_gave_up_on_it_still_reads_408(store: TaskS
     wait_until(lambda: runner.busy == 0, "the given-up task's thread to end")
     seen = store.status(stuck.id)
     assert seen.done and seen.status_code == OWNER_GONE_STATUS
+
+
+def test_a_task_given_up_at_stop_is_seen_running_until_its_thread_ends(store: TaskStore) -> None:
+    # what `lakemirror server` asks before it exits: such a thread must not meet finalization
+    runner = runner_on(store)
+    release = threading.Event()
+    stuck = runner.submit(
+        "commit", "repo-1", {"branch": "b"}, lambda: {"ok": release.wait(10)}, describe
+    )
+    wait_until(lambda: store.status(stuck.id).state is TaskState.RUNNING, "the task running")
+    assert runner.stop(timeout=0.2) == 1
+    assert tasks_still_running()
+    release.set()
+    wait_until(lambda: not tasks_still_running(), "the given-up task's thread to end")
 
 
 def test_stop_lets_a_task_finish_within_the_timeout(store: TaskStore) -> None:
